@@ -1,0 +1,1 @@
+# install + export: filled in with the host library.

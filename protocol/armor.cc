@@ -1,0 +1,160 @@
+#include "protocol/armor.h"
+
+#include <array>
+#include <cstring>
+
+#include "protocol/crc32c.h"
+
+namespace tether::protocol {
+namespace {
+
+constexpr char kAlphabet[] =
+    "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+    "!#%()*+,-./:<=>?@[]^_{}";
+static_assert(sizeof(kAlphabet) - 1 == 85);
+
+constexpr std::array<std::int8_t, 256> MakeReverse() {
+  std::array<std::int8_t, 256> r{};
+  for (auto& v : r) v = -1;
+  for (int i = 0; i < 85; ++i) r[static_cast<unsigned char>(kAlphabet[i])] = static_cast<std::int8_t>(i);
+  return r;
+}
+constexpr std::array<std::int8_t, 256> kReverse = MakeReverse();
+
+constexpr char kChecksumSeparator = '|';
+constexpr std::size_t kChecksumHexDigits = 8;
+
+std::string_view Marker(ArmorDirection dir) {
+  return dir == ArmorDirection::kToSupervisor ? kArmorMarkerToSupervisor : kArmorMarkerToHost;
+}
+
+void AppendBase85(std::string_view bytes, std::string* out) {
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  std::size_t n = bytes.size();
+  char digits[5];
+  while (n > 0) {
+    const std::size_t take = n < 4 ? n : 4;
+    std::uint32_t v = 0;
+    for (std::size_t i = 0; i < 4; ++i) v = (v << 8) | (i < take ? p[i] : 0);
+    for (int i = 4; i >= 0; --i) {
+      digits[i] = kAlphabet[v % 85];
+      v /= 85;
+    }
+    out->append(digits, take + 1);
+    p += take;
+    n -= take;
+  }
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+}  // namespace
+
+std::string Base85Encode(std::string_view bytes) {
+  std::string out;
+  out.reserve((bytes.size() + 3) / 4 * 5);
+  AppendBase85(bytes, &out);
+  return out;
+}
+
+bool Base85Decode(std::string_view text, std::string* out) {
+  out->clear();
+  if (text.size() % 5 == 1) return false;
+  out->reserve(text.size() / 5 * 4 + 3);
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const std::size_t take = text.size() - i < 5 ? text.size() - i : 5;
+    std::uint64_t v = 0;
+    for (std::size_t k = 0; k < 5; ++k) {
+      int d = 84;  // pad a short group with the highest digit
+      if (k < take) {
+        d = kReverse[static_cast<unsigned char>(text[i + k])];
+        if (d < 0) return false;
+      }
+      v = v * 85 + static_cast<std::uint64_t>(d);
+    }
+    if (v > 0xffffffffULL) return false;
+    const std::size_t bytes = take - 1;
+    for (std::size_t k = 0; k < bytes; ++k) {
+      out->push_back(static_cast<char>((v >> (24 - 8 * k)) & 0xff));
+    }
+    i += take;
+  }
+  return true;
+}
+
+void AppendArmoredLine(std::string_view frame, ArmorDirection dir, std::string* out) {
+  out->reserve(out->size() + Marker(dir).size() + (frame.size() + 3) / 4 * 5 + 11);
+  out->append(Marker(dir));
+  AppendBase85(frame, out);
+  out->push_back(kChecksumSeparator);
+  static constexpr char kHex[] = "0123456789abcdef";
+  const std::uint32_t crc = Crc32c(frame);
+  for (int shift = 28; shift >= 0; shift -= 4) out->push_back(kHex[(crc >> shift) & 0xf]);
+  out->push_back('\n');
+}
+
+std::string ArmorLine(std::string_view frame, ArmorDirection dir) {
+  std::string out;
+  AppendArmoredLine(frame, dir, &out);
+  return out;
+}
+
+bool ArmorDecoder::ParseLine(std::string_view line, std::string* frame) {
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) {
+    line.remove_suffix(1);
+  }
+  // The marker may follow channel noise (prefix bytes, prompts): use the last
+  // occurrence, since the body itself can never contain '~'.
+  const std::size_t at = line.rfind(Marker(dir_));
+  if (at == std::string_view::npos) return false;
+  line.remove_prefix(at + Marker(dir_).size());
+  if (line.size() < kChecksumHexDigits + 1 ||
+      line[line.size() - kChecksumHexDigits - 1] != kChecksumSeparator) {
+    return false;
+  }
+  std::uint32_t want = 0;
+  for (char c : line.substr(line.size() - kChecksumHexDigits)) {
+    const int h = HexValue(c);
+    if (h < 0) return false;
+    want = (want << 4) | static_cast<std::uint32_t>(h);
+  }
+  const std::string_view body = line.substr(0, line.size() - kChecksumHexDigits - 1);
+  if (!Base85Decode(body, frame)) return false;
+  if (frame->size() < kFrameHeaderBytes || Crc32c(*frame) != want) return false;
+  return true;
+}
+
+DecodeResult ArmorDecoder::Decode(std::string_view* in, std::string* frame) {
+  while (!in->empty()) {
+    const void* nl = std::memchr(in->data(), '\n', in->size());
+    const std::size_t take = nl ? static_cast<const char*>(nl) - in->data() : in->size();
+    if (!overlong_) {
+      if (line_.size() + take > kMaxArmorLineBytes) {
+        overlong_ = true;
+        line_.clear();
+        line_.shrink_to_fit();
+      } else {
+        line_.append(in->data(), take);
+      }
+    }
+    in->remove_prefix(nl ? take + 1 : take);
+    if (!nl) break;
+    if (overlong_) {
+      overlong_ = false;
+      ++skipped_;
+      continue;
+    }
+    const bool ok = ParseLine(line_, frame);
+    line_.clear();
+    if (ok) return DecodeResult::kFrame;
+    ++skipped_;
+  }
+  return DecodeResult::kNeedMore;
+}
+
+}  // namespace tether::protocol

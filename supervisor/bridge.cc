@@ -1,0 +1,123 @@
+#include "supervisor/bridge.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+
+#include "protocol/envelope.h"
+#include "supervisor/state_dir.h"
+
+namespace tether::supervisor {
+namespace {
+
+void SetNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+// A bounded byte queue with a read cursor, so partial writes cost no memmove
+// per call.
+struct Pipe {
+  std::string buf;
+  std::size_t head = 0;
+  std::size_t size() const { return buf.size() - head; }
+  bool empty() const { return size() == 0; }
+  std::size_t space() const { return kBridgeBufferBytes > size() ? kBridgeBufferBytes - size() : 0; }
+  // Reads up to space() bytes from fd. Returns read's result.
+  ssize_t Fill(int fd) {
+    if (head > 0 && head == buf.size()) {
+      buf.clear();
+      head = 0;
+    }
+    const std::size_t old = buf.size();
+    buf.resize(old + space());
+    const ssize_t n = ::read(fd, buf.data() + old, buf.size() - old);
+    buf.resize(old + (n > 0 ? static_cast<std::size_t>(n) : 0));
+    return n;
+  }
+  ssize_t Drain(int fd, bool socket) {
+    const ssize_t n = socket ? ::send(fd, buf.data() + head, size(), MSG_NOSIGNAL)
+                             : ::write(fd, buf.data() + head, size());
+    if (n > 0) head += static_cast<std::size_t>(n);
+    if (head == buf.size()) {
+      buf.clear();
+      head = 0;
+    } else if (head > kBridgeBufferBytes) {
+      buf.erase(0, head);
+      head = 0;
+    }
+    return n;
+  }
+};
+
+bool Transient(ssize_t n) { return n < 0 && (errno == EAGAIN || errno == EINTR); }
+
+}  // namespace
+
+int RunBridge(int sock, std::string upstream) {
+  ::signal(SIGPIPE, SIG_IGN);
+  SetNonBlocking(0);
+  SetNonBlocking(1);
+  SetNonBlocking(sock);
+  Pipe up, down;
+  up.buf = std::move(upstream);
+  bool in_eof = false, sock_eof = false, shut_wr = false;
+  while (true) {
+    if (in_eof && up.empty() && !shut_wr) {
+      ::shutdown(sock, SHUT_WR);  // host gone: the daemon ends this attachment
+      shut_wr = true;
+    }
+    if (sock_eof && down.empty()) return 0;
+    pollfd p[3] = {{0, 0, 0}, {1, 0, 0}, {sock, 0, 0}};
+    if (!in_eof && up.space() > 0) p[0].events |= POLLIN;
+    if (!down.empty()) p[1].events |= POLLOUT;
+    if (!sock_eof && down.space() > 0) p[2].events |= POLLIN;
+    if (!up.empty() && !shut_wr) p[2].events |= POLLOUT;
+    if (::poll(p, 3, -1) < 0) {
+      if (errno == EINTR) continue;
+      return 1;
+    }
+    if (p[0].revents && (p[0].events & POLLIN)) {
+      const ssize_t n = up.Fill(0);
+      if (n == 0 || (n < 0 && !Transient(n))) in_eof = true;
+    }
+    if (p[2].revents & (POLLIN | POLLHUP | POLLERR)) {
+      if (p[2].events & POLLIN) {
+        const ssize_t n = down.Fill(sock);
+        if (n == 0 || (n < 0 && !Transient(n))) sock_eof = true;
+      }
+    }
+    if ((p[2].revents & POLLOUT) && !up.empty()) {
+      const ssize_t n = up.Drain(sock, true);
+      if (n < 0 && !Transient(n)) {
+        up.buf.clear();  // the daemon went away; keep draining its last frames
+        up.head = 0;
+        shut_wr = true;
+      }
+    }
+    if ((p[1].revents & (POLLOUT | POLLERR | POLLHUP)) && !down.empty()) {
+      const ssize_t n = down.Drain(1, false);
+      if (n < 0 && !Transient(n)) return 1;  // the host's side is gone
+    }
+  }
+}
+
+int BridgeMain(const std::string& state_dir) {
+  absl::StatusOr<int> sock = ConnectInDir(state_dir);
+  if (!sock.ok()) {
+    wire::Envelope env;
+    env.mutable_error()->set_code(absl::IsNotFound(sock.status()) ? wire::ERROR_NOT_FOUND
+                                                                  : wire::ERROR_UNAUTHENTICATED);
+    env.mutable_error()->set_message(std::string(sock.status().message()));
+    env.mutable_error()->set_fatal(true);
+    const std::string out = protocol::EncodeEnvelope(env);
+    (void)!::write(1, out.data(), out.size());
+    std::fprintf(stderr, "tether-supervisor bridge: %s\n", std::string(sock.status().message()).c_str());
+    return 1;
+  }
+  return RunBridge(*sock, {});
+}
+
+}  // namespace tether::supervisor

@@ -1,0 +1,237 @@
+#include "supervisor/child.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace tether::supervisor {
+namespace {
+
+absl::Status FromErrno(int err, const std::string& what) {
+  const std::string msg = absl::StrCat(what, ": ", std::strerror(err));
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+      return absl::NotFoundError(msg);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(msg);
+    default:
+      return absl::FailedPreconditionError(msg);
+  }
+}
+
+bool IsExecutableFile(const std::string& path, int* err) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    *err = errno;
+    return false;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    *err = EACCES;
+    return false;
+  }
+  if (::access(path.c_str(), X_OK) != 0) {
+    *err = errno;
+    return false;
+  }
+  return true;
+}
+
+std::string EnvValue(const std::vector<std::string>& env, const std::string& name) {
+  for (const std::string& e : env) {
+    if (e.size() > name.size() && e[name.size()] == '=' && e.compare(0, name.size(), name) == 0) {
+      return e.substr(name.size() + 1);
+    }
+  }
+  return {};
+}
+
+void CloseFrom(int lowfd) {
+#ifdef SYS_close_range
+  if (::syscall(SYS_close_range, lowfd, ~0U, 0) == 0) return;
+#endif
+  long max = ::sysconf(_SC_OPEN_MAX);
+  if (max < 0 || max > 65536) max = 65536;
+  for (int fd = lowfd; fd < max; ++fd) ::close(fd);
+}
+
+// In the forked child: only async-signal-safe calls until exec.
+[[noreturn]] void ExecChild(const ChildSpec& spec, char* const* argv, char* const* envp,
+                            int in_fd, int out_fd, int err_fd, int report_fd) {
+  auto fail = [report_fd](int stage) {
+    const int e[2] = {stage, errno};
+    (void)!::write(report_fd, e, sizeof(e));
+    ::_exit(127);
+  };
+  ::setsid();
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+  if (::dup2(in_fd, 0) < 0 || ::dup2(out_fd, 1) < 0 || ::dup2(err_fd, 2) < 0) fail(0);
+  if (report_fd < 3) fail(0);  // cannot happen: fds 0..2 are taken by /dev/null in the daemon
+  // Everything else, including our own fds, must not leak into the child; the
+  // report fd is close-on-exec.
+  for (int fd = 3; fd < report_fd; ++fd) ::close(fd);
+  CloseFrom(report_fd + 1);
+  if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) fail(1);
+  ::execve(spec.path.c_str(), argv, envp);
+  fail(2);
+}
+
+}  // namespace
+
+bool IsCredentialShaped(std::string_view name) {
+  const std::string upper = absl::AsciiStrToUpper(std::string(name));
+  return absl::StrContains(upper, "KEY") || absl::StrContains(upper, "SECRET") ||
+         absl::StrContains(upper, "TOKEN") || absl::StrContains(upper, "PASSWORD") ||
+         absl::StartsWith(upper, "TETHER_");
+}
+
+absl::StatusOr<std::vector<std::string>> BuildEnvironment(
+    const google::protobuf::RepeatedPtrField<wire::EnvVar>& requested, bool inherit,
+    char** ambient) {
+  std::map<std::string, std::string> env;
+  if (inherit && ambient != nullptr) {
+    for (char** e = ambient; *e != nullptr; ++e) {
+      std::string_view kv(*e);
+      const std::size_t eq = kv.find('=');
+      if (eq == std::string_view::npos || eq == 0) continue;
+      std::string name(kv.substr(0, eq));
+      if (IsCredentialShaped(name)) continue;
+      env[name] = std::string(kv.substr(eq + 1));
+    }
+  }
+  for (const wire::EnvVar& v : requested) {
+    if (v.name().empty()) return absl::InvalidArgumentError("environment: empty variable name");
+    if (v.name().find('=') != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("environment: name '", v.name(), "' contains '='"));
+    }
+    if (v.name().find('\0') != std::string::npos || v.value().find('\0') != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("environment: variable '", absl::CEscape(v.name()), "' contains NUL"));
+    }
+    env[v.name()] = v.value();
+  }
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (auto& [k, v] : env) out.push_back(absl::StrCat(k, "=", v));
+  return out;
+}
+
+absl::StatusOr<std::string> ResolveExecutable(const std::string& name,
+                                              const std::vector<std::string>& env,
+                                              const std::string& cwd, bool allow_relative) {
+  if (name.empty()) return absl::InvalidArgumentError("argv[0] is empty");
+  int err = 0;
+  if (name[0] == '/') {
+    if (IsExecutableFile(name, &err)) return name;
+    return FromErrno(err, absl::StrCat("cannot run '", name, "'"));
+  }
+  if (name.find('/') != std::string::npos) {
+    if (!allow_relative) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", name, "' is a relative path; pass an absolute path or a bare name from PATH"));
+    }
+    std::string base = cwd;
+    if (base.empty()) {
+      char buf[4096];
+      if (::getcwd(buf, sizeof(buf)) == nullptr) return FromErrno(errno, "getcwd");
+      base = buf;
+    }
+    std::string full = absl::StrCat(base, "/", name);
+    if (IsExecutableFile(full, &err)) return full;
+    return FromErrno(err, absl::StrCat("cannot run '", full, "'"));
+  }
+  std::string path = EnvValue(env, "PATH");
+  if (path.empty()) path = kDefaultPath;
+  int first_err = ENOENT;
+  for (absl::string_view dir : absl::StrSplit(path, ':')) {
+    if (dir.empty()) continue;  // an empty entry would mean cwd; never implied
+    std::string full = absl::StrCat(dir, "/", name);
+    if (IsExecutableFile(full, &err)) return full;
+    if (err == EACCES && first_err == ENOENT) first_err = EACCES;
+  }
+  return FromErrno(first_err, absl::StrCat("cannot run '", name, "': not found in PATH=", path));
+}
+
+absl::StatusOr<Child> SpawnChild(const ChildSpec& spec) {
+  int in[2] = {-1, -1}, out[2], err[2], report[2];
+  auto close_all = [&] {
+    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1], report[0], report[1]}) {
+      if (fd >= 0) ::close(fd);
+    }
+  };
+  out[0] = out[1] = err[0] = err[1] = report[0] = report[1] = -1;
+  if (spec.stdin_pipe) {
+    if (::pipe2(in, O_CLOEXEC) != 0) return FromErrno(errno, "pipe");
+  } else {
+    in[0] = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (in[0] < 0) return FromErrno(errno, "open /dev/null");
+  }
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 ||
+      ::pipe2(report, O_CLOEXEC) != 0) {
+    const int e = errno;
+    close_all();
+    return FromErrno(e, "pipe");
+  }
+
+  std::vector<char*> argv, envp;
+  for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const std::string& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int e = errno;
+    close_all();
+    return FromErrno(e, "fork");
+  }
+  if (pid == 0) ExecChild(spec, argv.data(), envp.data(), in[0], out[1], err[1], report[1]);
+
+  ::close(in[0]);
+  ::close(out[1]);
+  ::close(err[1]);
+  ::close(report[1]);
+  int failure[2];
+  ssize_t n;
+  do {
+    n = ::read(report[0], failure, sizeof(failure));
+  } while (n < 0 && errno == EINTR);
+  ::close(report[0]);
+  if (n == static_cast<ssize_t>(sizeof(failure))) {
+    // exec failed: the child exits 127 and is reaped by the daemon's reaper.
+    if (in[1] >= 0) ::close(in[1]);
+    ::close(out[0]);
+    ::close(err[0]);
+    static constexpr const char* kStage[] = {"set up stdio", "chdir to", "exec"};
+    const std::string target = failure[0] == 1 ? spec.cwd : spec.path;
+    return FromErrno(failure[1], absl::StrCat("cannot ", kStage[failure[0] % 3], " '", target, "'"));
+  }
+  Child c;
+  c.pid = pid;
+  c.stdin_fd = spec.stdin_pipe ? in[1] : -1;
+  c.stdout_fd = out[0];
+  c.stderr_fd = err[0];
+  for (int fd : {c.stdin_fd, c.stdout_fd, c.stderr_fd}) {
+    if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  }
+  return c;
+}
+
+}  // namespace tether::supervisor

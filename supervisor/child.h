@@ -1,0 +1,60 @@
+// Starting the one child: environment boundary, executable lookup, and a
+// fork/exec with pipes into its own session and process group.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tether/protocol/tether.pb.h"
+
+namespace tether::supervisor {
+
+// Search path used when neither the request nor the base environment has PATH.
+inline constexpr char kDefaultPath[] = "/usr/local/bin:/usr/bin:/bin";
+
+// True for names the environment boundary scrubs from the ambient
+// environment unless passed explicitly (KEY, SECRET, TOKEN, PASSWORD in any
+// case, and the supervisor's own TETHER_*).
+bool IsCredentialShaped(std::string_view name);
+
+// Checks env names (non-empty, no '=' or NUL) and builds the child's
+// environment: base (the scrubbed ambient environment when inherit is set,
+// else empty) overlaid with `requested`. kInvalidArgument on a bad name.
+absl::StatusOr<std::vector<std::string>> BuildEnvironment(
+    const google::protobuf::RepeatedPtrField<wire::EnvVar>& requested, bool inherit,
+    char** ambient);
+
+// Executable lookup: an absolute path is checked (exists, executable); a bare
+// name is searched in PATH from `env`; a relative path with a slash is
+// rejected unless `allow_relative` (then resolved against `cwd`).
+// kNotFound / kPermissionDenied / kInvalidArgument with a clear message.
+absl::StatusOr<std::string> ResolveExecutable(const std::string& name,
+                                              const std::vector<std::string>& env,
+                                              const std::string& cwd, bool allow_relative);
+
+struct ChildSpec {
+  std::string path;                // resolved executable
+  std::vector<std::string> argv;   // argv[0] as requested
+  std::vector<std::string> env;    // "NAME=value"
+  std::string cwd;                 // empty: inherit
+  bool stdin_pipe = false;         // else /dev/null
+};
+
+struct Child {
+  pid_t pid = -1;
+  int stdin_fd = -1;   // -1 when stdin is /dev/null
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+};
+
+// Forks and execs. The child calls setsid (so pid == pgid), resets its signal
+// mask and dispositions, and gets exactly argv/env/cwd. Returns once exec has
+// succeeded or failed; exec and chdir errors come back as kNotFound /
+// kPermissionDenied / kFailedPrecondition. Parent-side fds are non-blocking
+// and close-on-exec.
+absl::StatusOr<Child> SpawnChild(const ChildSpec& spec);
+
+}  // namespace tether::supervisor

@@ -1,0 +1,794 @@
+#include "supervisor/daemon.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/write.hpp>
+#include <cerrno>
+#include <chrono>
+#include <memory>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "protocol/envelope.h"
+#include "protocol/status_macros.h"
+#include "supervisor/async.h"
+#include "supervisor/child.h"
+#include "supervisor/output_ring.h"
+#include "supervisor/state_dir.h"
+#include "tether/protocol/version.h"
+
+extern char** environ;
+
+namespace tether::supervisor {
+namespace {
+
+using asio::awaitable;
+using asio::local::stream_protocol;
+using protocol::Compression;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+constexpr std::size_t kReadBufferBytes = 64 * 1024;
+constexpr std::size_t kMaxBatchBytes = 256 * 1024;  // frames coalesced per socket write
+constexpr int kNumStreams = 2;                      // stdout, stderr
+constexpr std::size_t kMaxPendingConnections = 8;   // unauthenticated at once
+
+wire::Stream StreamOf(int i) { return i == 0 ? wire::STREAM_STDOUT : wire::STREAM_STDERR; }
+
+bool SecretsEqual(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+wire::Envelope ErrorEnvelope(wire::ErrorCode code, std::string message, std::uint64_t request_id,
+                             bool fatal) {
+  wire::Envelope env;
+  wire::Error* e = env.mutable_error();
+  e->set_code(code);
+  e->set_message(std::move(message));
+  e->set_request_id(request_id);
+  e->set_fatal(fatal);
+  return env;
+}
+
+class Daemon;
+
+// One authenticated (or authenticating) connection from a bridge.
+class Attachment : public std::enable_shared_from_this<Attachment> {
+ public:
+  Attachment(Daemon& d, stream_protocol::socket socket)
+      : daemon_(d), socket_(std::move(socket)), wake_(socket_.get_executor()) {}
+
+  awaitable<void> Run();
+  void Close();
+  bool closed() const { return closed_; }
+  bool authenticated() const { return generation_ != 0; }
+  std::uint64_t generation() const { return generation_; }
+  void Wake() { wake_.Notify(); }
+  void Queue(const wire::Envelope& env);
+  void QueueStdinAck() {
+    stdin_ack_dirty_ = true;
+    wake_.Notify();
+  }
+
+ private:
+  awaitable<void> Reader();
+  awaitable<void> Writer();
+  awaitable<void> Lease();
+  absl::Status Handle(const wire::Envelope& env);
+  absl::Status HandleHello(const wire::Envelope& env);
+  absl::Status HandleAck(const wire::Ack& ack);
+  void AppendOutput(std::string* batch);
+
+  Daemon& daemon_;
+  stream_protocol::socket socket_;
+  Notifier wake_;
+  bool closed_ = false;
+  std::uint64_t generation_ = 0;
+  bool zstd_ = false;
+  std::uint64_t window_ = kDefaultWindowBytes;
+  std::array<std::uint64_t, kNumStreams> sent_{};
+  std::array<std::uint64_t, kNumStreams> acked_{};
+  std::array<bool, kNumStreams> eof_sent_{};
+  bool exit_sent_ = false;
+  bool stdin_ack_dirty_ = false;
+  std::string control_;  // encoded control frames waiting for the writer
+  steady_clock::time_point last_request_ = steady_clock::now();
+};
+
+class Daemon {
+ public:
+  explicit Daemon(DaemonConfig config);
+  int Run();
+
+  // --- used by Attachment ---
+  const wire::Launch& launch() const { return config_.launch; }
+  OutputRing& ring(int i) { return streams_[i]->ring; }
+  bool stream_eof(int i) const { return streams_[i]->eof; }
+  const std::optional<wire::Exit>& exit() const { return exit_; }
+  wire::ProcessState State() const;
+  std::uint64_t stdin_acked() const { return stdin_.base; }
+  bool stdin_eof_delivered() const { return stdin_.closed; }
+  bool stdin_closed_by_child() const { return stdin_.closed_by_child; }
+
+  // Called after an attachment authenticated; returns its generation or an
+  // error when another attachment holds the process.
+  absl::StatusOr<std::uint64_t> Attach(const std::shared_ptr<Attachment>& a);
+  void Detached(const Attachment* a);
+  void Released(int stream) { streams_[stream]->space.Notify(); }
+  absl::Status AcceptStdin(const wire::StdinData& data);
+  absl::Status AcceptStdinEof(const wire::StdinEof& eof);
+  absl::Status SignalGroup(int sig);
+  void Terminate(unsigned grace_ms);
+  void ExitAcknowledged();
+  asio::any_io_executor executor() { return io_.get_executor(); }
+
+ private:
+  struct Stream {
+    explicit Stream(asio::io_context& io, std::size_t cap) : fd(io), ring(cap), space(io.get_executor()) {}
+    asio::posix::stream_descriptor fd;
+    OutputRing ring;
+    Notifier space;
+    bool eof = false;
+  };
+  struct Stdin {
+    explicit Stdin(asio::io_context& io) : fd(io), data(io.get_executor()) {}
+    asio::posix::stream_descriptor fd;
+    Notifier data;
+    std::string buf;             // bytes [base, base + buf.size()) not yet in the pipe
+    std::uint64_t base = 0;      // bytes written into the pipe so far
+    bool eof_requested = false;  // host sent StdinEof
+    std::uint64_t eof_offset = 0;
+    bool closed = false;           // EOF delivered (or stdin never was a pipe)
+    bool closed_by_child = false;  // EPIPE: the child closed its end
+  };
+
+  void Start();
+  awaitable<void> AcceptLoop();
+  awaitable<void> OutputPump(int i);
+  awaitable<void> StdinPump();
+  awaitable<void> Reaper();
+  void Reap();
+  void RecordExit(int status, const struct rusage& ru);
+  void Fail(wire::ErrorCode code, const absl::Status& why);
+  void WakeAttachment() {
+    if (auto a = attachment_.lock()) a->Wake();
+  }
+  void OnExitKnown();
+  void ArmLinger();
+  void Shutdown();
+
+  DaemonConfig config_;
+  asio::io_context io_{1};
+  stream_protocol::acceptor acceptor_;
+  asio::signal_set sigchld_;
+  std::array<std::unique_ptr<Stream>, kNumStreams> streams_;
+  Stdin stdin_;
+  pid_t pid_ = -1;
+  pid_t pgid_ = -1;
+  wire::ProcessState::Phase phase_ = wire::ProcessState::PHASE_STARTING;
+  std::optional<wire::Exit> exit_;
+  std::optional<int> raw_status_;  // wait status seen before all output drained
+  struct rusage rusage_ {};
+  std::uint64_t generation_ = 0;
+  std::weak_ptr<Attachment> attachment_;
+  std::size_t pending_connections_ = 0;
+  asio::steady_timer linger_;
+  asio::steady_timer kill_timer_;
+  bool terminating_ = false;
+  bool shut_down_ = false;
+  friend class Attachment;
+};
+
+// ---------------------------------------------------------------- Attachment
+
+void Attachment::Queue(const wire::Envelope& env) {
+  wire::Envelope copy = env;
+  copy.set_generation(generation_);
+  protocol::AppendEnvelope(copy, Compression::kNone, &control_);
+  wake_.Notify();
+}
+
+void Attachment::Close() {
+  if (closed_) return;
+  closed_ = true;
+  boost::system::error_code ec;
+  socket_.shutdown(stream_protocol::socket::shutdown_both, ec);
+  socket_.close(ec);
+  wake_.Notify();
+  daemon_.Detached(this);
+}
+
+awaitable<void> Attachment::Run() {
+  auto self = shared_from_this();
+  asio::co_spawn(socket_.get_executor(), Writer(), RethrowOnError);
+  asio::co_spawn(socket_.get_executor(), Lease(), RethrowOnError);
+  co_await Reader();
+}
+
+awaitable<void> Attachment::Lease() {
+  auto self = shared_from_this();
+  asio::steady_timer t(socket_.get_executor());
+  while (!closed_) {
+    const auto limit = authenticated() ? milliseconds(kLeaseMs) : milliseconds(kHelloTimeoutMs);
+    const auto deadline = last_request_ + limit;
+    if (steady_clock::now() >= deadline) {
+      Close();  // lost: no requests within the lease
+      break;
+    }
+    t.expires_at(std::min(deadline, steady_clock::now() + milliseconds(1000)));
+    co_await t.async_wait(kNoThrow);
+  }
+}
+
+awaitable<void> Attachment::Reader() {
+  auto self = shared_from_this();
+  protocol::EnvelopeDecoder decoder;
+  std::unique_ptr<char[]> buf(new char[kReadBufferBytes]);
+  wire::Envelope env;
+  while (!closed_) {
+    auto [ec, n] = co_await socket_.async_read_some(asio::buffer(buf.get(), kReadBufferBytes), kNoThrow);
+    if (ec || n == 0) break;
+    last_request_ = steady_clock::now();
+    std::string_view in(buf.get(), n);
+    while (!closed_) {
+      absl::StatusOr<bool> got = decoder.Next(&in, &env);
+      absl::Status st = got.ok() ? absl::OkStatus() : got.status();
+      if (st.ok() && !*got) break;
+      if (st.ok()) st = Handle(env);
+      if (!st.ok()) {
+        // Hostile or corrupt input: say why, flush, and drop the attachment.
+        const auto code = st.code() == absl::StatusCode::kUnauthenticated ? wire::ERROR_UNAUTHENTICATED
+                          : st.code() == absl::StatusCode::kUnavailable    ? wire::ERROR_BUSY
+                          : st.code() == absl::StatusCode::kResourceExhausted
+                              ? wire::ERROR_RESOURCE_EXHAUSTED
+                              : wire::ERROR_PROTOCOL;
+        wire::Envelope err = ErrorEnvelope(code, std::string(st.message()), env.request_id(), true);
+        err.set_generation(generation_);
+        std::string out = protocol::EncodeEnvelope(err);
+        co_await asio::async_write(socket_, asio::buffer(out), kNoThrow);
+        Close();
+        co_return;
+      }
+    }
+  }
+  Close();
+}
+
+absl::Status Attachment::HandleHello(const wire::Envelope& env) {
+  const wire::Hello& h = env.hello();
+  if (!SecretsEqual(h.secret(), daemon_.launch().secret())) {
+    return absl::UnauthenticatedError("hello: wrong secret");
+  }
+  if (h.min_version() > kProtocolVersion || h.max_version() < kProtocolVersion) {
+    return absl::InvalidArgumentError(absl::StrCat("hello: host speaks protocol ", h.min_version(),
+                                                   "..", h.max_version(), ", supervisor speaks ",
+                                                   kProtocolVersion));
+  }
+  const std::uint64_t resume[kNumStreams] = {h.stdout_offset(), h.stderr_offset()};
+  for (int i = 0; i < kNumStreams; ++i) {
+    if (resume[i] > daemon_.ring(i).end()) {
+      return absl::InvalidArgumentError(absl::StrCat("hello: resume offset ", resume[i],
+                                                     " is beyond the ", i == 0 ? "stdout" : "stderr",
+                                                     " end ", daemon_.ring(i).end()));
+    }
+  }
+  ASSIGN_OR_RETURN(generation_, daemon_.Attach(shared_from_this()));
+  zstd_ = h.zstd();
+  if (h.window_bytes() != 0) window_ = std::clamp<std::uint64_t>(h.window_bytes(), 4096, 64u << 20);
+
+  wire::Envelope reply;
+  reply.set_request_id(env.request_id());
+  wire::Welcome* w = reply.mutable_welcome();
+  w->set_version(kProtocolVersion);
+  w->set_supervisor_version(kTetherVersion);
+  w->set_generation(generation_);
+  *w->mutable_state() = daemon_.State();
+  w->set_stdin_window_bytes(kStdinWindowBytes);
+  w->set_max_frame_bytes(protocol::kMaxFrameBytes);
+  Queue(reply);
+
+  for (int i = 0; i < kNumStreams; ++i) {
+    OutputRing& r = daemon_.ring(i);
+    std::uint64_t from = resume[i];
+    if (from < r.begin()) {
+      wire::Envelope gap;
+      gap.mutable_output_gap()->set_stream(StreamOf(i));
+      gap.mutable_output_gap()->set_from(from);
+      gap.mutable_output_gap()->set_to(r.begin());
+      Queue(gap);
+      from = r.begin();
+    }
+    r.Release(from);
+    daemon_.Released(i);
+    sent_[i] = acked_[i] = from;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Attachment::HandleAck(const wire::Ack& ack) {
+  const std::uint64_t offs[kNumStreams] = {ack.stdout_offset(), ack.stderr_offset()};
+  for (int i = 0; i < kNumStreams; ++i) {
+    if (offs[i] > sent_[i]) {
+      return absl::InvalidArgumentError(absl::StrCat("ack: offset ", offs[i], " beyond the ",
+                                                     sent_[i], " bytes sent on stream ", i + 1));
+    }
+    if (offs[i] > acked_[i]) {
+      acked_[i] = offs[i];
+      daemon_.ring(i).Release(offs[i]);
+      daemon_.Released(i);
+    }
+  }
+  if (ack.window_bytes() != 0) window_ = std::clamp<std::uint64_t>(ack.window_bytes(), 4096, 64u << 20);
+  if (ack.exit()) {
+    if (!exit_sent_) return absl::InvalidArgumentError("ack: exit acknowledged before it was sent");
+    daemon_.ExitAcknowledged();
+  }
+  wake_.Notify();
+  return absl::OkStatus();
+}
+
+absl::Status Attachment::Handle(const wire::Envelope& env) {
+  if (!authenticated()) {
+    if (env.body_case() != wire::Envelope::kHello) {
+      return absl::UnauthenticatedError(
+          absl::StrCat("expected hello first, got ", std::string(protocol::BodyName(env))));
+    }
+    return HandleHello(env);
+  }
+  if (env.generation() != generation_) {
+    Queue(ErrorEnvelope(wire::ERROR_STALE_GENERATION,
+                        absl::StrCat(std::string(protocol::BodyName(env)), " of generation ", env.generation(),
+                                     " refused: the current attachment is generation ", generation_),
+                        env.request_id(), false));
+    return absl::OkStatus();
+  }
+  switch (env.body_case()) {
+    case wire::Envelope::kStdin: {
+      absl::Status st = daemon_.AcceptStdin(env.stdin());
+      if (absl::IsFailedPrecondition(st)) {
+        Queue(ErrorEnvelope(wire::ERROR_INPUT_CLOSED, std::string(st.message()), env.request_id(), false));
+        return absl::OkStatus();
+      }
+      return st;
+    }
+    case wire::Envelope::kStdinEof:
+      return daemon_.AcceptStdinEof(env.stdin_eof());
+    case wire::Envelope::kAck:
+      return HandleAck(env.ack());
+    case wire::Envelope::kSignal: {
+      absl::Status st = daemon_.SignalGroup(env.signal().signal());
+      if (!st.ok()) {
+        Queue(ErrorEnvelope(st.code() == absl::StatusCode::kInvalidArgument ? wire::ERROR_INVALID_ARGUMENT
+                                                                            : wire::ERROR_NOT_FOUND,
+                            std::string(st.message()), env.request_id(), false));
+      }
+      return absl::OkStatus();
+    }
+    case wire::Envelope::kTerminate:
+      daemon_.Terminate(env.terminate().grace_ms());
+      return absl::OkStatus();
+    case wire::Envelope::kResize:
+      Queue(ErrorEnvelope(wire::ERROR_UNSUPPORTED, "resize: this process has no terminal",
+                          env.request_id(), false));
+      return absl::OkStatus();
+    case wire::Envelope::kStatusRequest: {
+      wire::Envelope reply;
+      reply.set_request_id(env.request_id());
+      *reply.mutable_status() = daemon_.State();
+      Queue(reply);
+      return absl::OkStatus();
+    }
+    case wire::Envelope::kPing: {
+      wire::Envelope reply;
+      reply.set_request_id(env.request_id());
+      reply.mutable_pong()->set_nonce(env.ping().nonce());
+      Queue(reply);
+      return absl::OkStatus();
+    }
+    case wire::Envelope::kDetach:
+      Close();
+      return absl::OkStatus();
+    case wire::Envelope::kHello:
+      return absl::InvalidArgumentError("hello: already attached");
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(std::string(protocol::BodyName(env)), " is not a request a host may send"));
+  }
+}
+
+void Attachment::AppendOutput(std::string* batch) {
+  wire::Envelope env;
+  env.set_generation(generation_);
+  const Compression comp = zstd_ ? Compression::kAuto : Compression::kNone;
+  for (int i = 0; i < kNumStreams; ++i) {
+    OutputRing& r = daemon_.ring(i);
+    while (batch->size() < kMaxBatchBytes) {
+      const std::uint64_t limit = acked_[i] + window_;
+      if (sent_[i] >= limit) break;
+      std::string_view v = r.Readable(sent_[i], std::min<std::uint64_t>(kMaxOutputChunkBytes, limit - sent_[i]));
+      if (v.empty()) break;
+      wire::Output* o = env.mutable_output();
+      o->set_stream(StreamOf(i));
+      o->set_offset(sent_[i]);
+      o->set_data(v.data(), v.size());
+      o->set_eof(false);
+      protocol::AppendEnvelope(env, comp, batch);
+      sent_[i] += v.size();
+    }
+    if (daemon_.stream_eof(i) && sent_[i] == r.end() && !eof_sent_[i]) {
+      wire::Output* o = env.mutable_output();
+      o->set_stream(StreamOf(i));
+      o->set_offset(sent_[i]);
+      o->clear_data();
+      o->set_eof(true);
+      protocol::AppendEnvelope(env, Compression::kNone, batch);
+      eof_sent_[i] = true;
+    }
+  }
+  if (daemon_.exit() && eof_sent_[0] && eof_sent_[1] && !exit_sent_) {
+    wire::Envelope ex;
+    ex.set_generation(generation_);
+    *ex.mutable_exit() = *daemon_.exit();
+    protocol::AppendEnvelope(ex, Compression::kNone, batch);
+    exit_sent_ = true;
+  }
+}
+
+awaitable<void> Attachment::Writer() {
+  auto self = shared_from_this();
+  std::string batch;
+  while (!closed_) {
+    batch.clear();
+    batch.swap(control_);
+    if (authenticated()) {
+      if (stdin_ack_dirty_) {
+        stdin_ack_dirty_ = false;
+        wire::Envelope a;
+        a.set_generation(generation_);
+        a.mutable_stdin_ack()->set_offset(daemon_.stdin_acked());
+        a.mutable_stdin_ack()->set_eof(daemon_.stdin_eof_delivered());
+        a.mutable_stdin_ack()->set_closed_by_child(daemon_.stdin_closed_by_child());
+        protocol::AppendEnvelope(a, Compression::kNone, &batch);
+      }
+      AppendOutput(&batch);
+    }
+    if (batch.empty()) {
+      co_await wake_.Wait();
+      continue;
+    }
+    auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(batch), kNoThrow);
+    if (ec) break;
+  }
+  Close();
+}
+
+// -------------------------------------------------------------------- Daemon
+
+Daemon::Daemon(DaemonConfig config)
+    : config_(std::move(config)),
+      acceptor_(io_, stream_protocol(), config_.listen_fd),
+      sigchld_(io_, SIGCHLD),
+      stdin_(io_),
+      linger_(io_),
+      kill_timer_(io_) {
+  std::size_t cap = config_.launch.ring_bytes() ? config_.launch.ring_bytes() : kDefaultRingBytes;
+  cap = std::clamp(cap, kMinRingBytes, kMaxRingBytes);
+  for (auto& s : streams_) s = std::make_unique<Stream>(io_, cap);
+}
+
+wire::ProcessState Daemon::State() const {
+  wire::ProcessState s;
+  s.set_phase(phase_);
+  s.set_pid(pid_);
+  s.set_pgid(pgid_);
+  s.set_stdin_acked(stdin_.base);
+  s.set_stdin_closed(stdin_.closed);
+  if (exit_) *s.mutable_exit() = *exit_;
+  return s;
+}
+
+absl::StatusOr<std::uint64_t> Daemon::Attach(const std::shared_ptr<Attachment>& a) {
+  if (auto cur = attachment_.lock(); cur && !cur->closed()) {
+    return absl::UnavailableError(absl::StrCat(
+        "busy: attachment generation ", cur->generation(),
+        " holds this process; it is freed by its disconnect or after ", kLeaseMs / 1000,
+        " s without requests"));
+  }
+  attachment_ = a;
+  linger_.cancel();
+  return ++generation_;
+}
+
+void Daemon::Detached(const Attachment* a) {
+  if (attachment_.lock().get() != a) return;
+  attachment_.reset();
+  if (exit_) ArmLinger();
+}
+
+void Daemon::ArmLinger() {
+  const unsigned linger = config_.launch.linger_ms() ? config_.launch.linger_ms() : kDefaultLingerMs;
+  linger_.expires_after(milliseconds(linger));
+  linger_.async_wait([this](boost::system::error_code ec) {
+    if (!ec && attachment_.expired()) Shutdown();
+  });
+}
+
+absl::Status Daemon::AcceptStdin(const wire::StdinData& d) {
+  const std::uint64_t next = stdin_.base + stdin_.buf.size();
+  if (!config_.launch.stdin_mode()) {
+    return absl::FailedPreconditionError("stdin: the process was started with stdin closed");
+  }
+  if (stdin_.eof_requested) return absl::FailedPreconditionError("stdin: input after EOF");
+  if (d.offset() > next) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stdin: data at offset ", d.offset(), " leaves a hole after ", next));
+  }
+  // Bytes below `next` were already accepted: a replay after reconnect.
+  const std::uint64_t skip = next - d.offset();
+  if (skip >= d.data().size()) return absl::OkStatus();
+  if (stdin_.buf.size() + (d.data().size() - skip) > kStdinWindowBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "stdin: host sent beyond the ", kStdinWindowBytes, "-byte window it was given"));
+  }
+  if (stdin_.closed_by_child) {
+    stdin_.base += d.data().size() - skip;  // the child closed its stdin: dropped, acked
+    if (auto a = attachment_.lock()) a->QueueStdinAck();
+    return absl::OkStatus();
+  }
+  stdin_.buf.append(d.data(), skip, std::string::npos);
+  stdin_.data.Notify();
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::AcceptStdinEof(const wire::StdinEof& e) {
+  if (stdin_.eof_requested) {
+    if (e.offset() != stdin_.eof_offset) {
+      return absl::InvalidArgumentError(absl::StrCat("stdin_eof: at ", e.offset(),
+                                                     ", but EOF was already at ", stdin_.eof_offset));
+    }
+    return absl::OkStatus();  // a replay
+  }
+  if (e.offset() != stdin_.base + stdin_.buf.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("stdin_eof: at ", e.offset(), ", but ",
+                                                   stdin_.base + stdin_.buf.size(),
+                                                   " bytes of stdin were sent"));
+  }
+  stdin_.eof_requested = true;
+  stdin_.eof_offset = e.offset();
+  stdin_.data.Notify();
+  if (!config_.launch.stdin_mode() || stdin_.closed) {
+    if (auto a = attachment_.lock()) a->QueueStdinAck();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::SignalGroup(int sig) {
+  if (sig <= 0 || sig >= NSIG) return absl::InvalidArgumentError(absl::StrCat("signal: ", sig, " is not a signal"));
+  if (pgid_ <= 1 || exit_) return absl::NotFoundError("signal: the process has exited");
+  if (::kill(-pgid_, sig) != 0) return absl::NotFoundError(absl::StrCat("signal: kill: ", std::strerror(errno)));
+  return absl::OkStatus();
+}
+
+void Daemon::Terminate(unsigned grace_ms) {
+  if (terminating_ || exit_ || pgid_ <= 1) return;
+  terminating_ = true;
+  ::kill(-pgid_, SIGTERM);
+  kill_timer_.expires_after(milliseconds(grace_ms));
+  kill_timer_.async_wait([this](boost::system::error_code ec) {
+    if (!ec && !exit_ && pgid_ > 1) ::kill(-pgid_, SIGKILL);
+  });
+}
+
+void Daemon::ExitAcknowledged() {
+  // The host recorded the exit: nothing left to keep.
+  asio::post(io_, [this] { Shutdown(); });
+}
+
+void Daemon::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (auto a = attachment_.lock()) a->Close();
+  boost::system::error_code ec;
+  acceptor_.close(ec);
+  RemovePrivateDir(config_.state_dir);
+  io_.stop();
+}
+
+void Daemon::Fail(wire::ErrorCode code, const absl::Status& why) {
+  phase_ = wire::ProcessState::PHASE_FAILED;
+  wire::Exit e;
+  e.set_failure(code);
+  e.set_message(std::string(why.message()));
+  e.set_code(absl::IsNotFound(why) ? 127 : 126);  // as a shell reports it
+  exit_ = e;
+  for (auto& s : streams_) s->eof = true;
+  stdin_.closed = true;
+  OnExitKnown();
+}
+
+void Daemon::Start() {
+  const wire::Launch& l = config_.launch;
+  absl::StatusOr<std::vector<std::string>> env = BuildEnvironment(l.env(), l.inherit_env(), environ);
+  if (!env.ok()) return Fail(wire::ERROR_INVALID_ARGUMENT, env.status());
+  ChildSpec spec;
+  spec.argv.assign(l.argv().begin(), l.argv().end());
+  spec.env = *std::move(env);
+  spec.cwd = l.cwd();
+  spec.stdin_pipe = l.stdin_mode() == wire::STDIN_PIPE;
+  absl::StatusOr<std::string> path = ResolveExecutable(spec.argv[0], spec.env, spec.cwd, l.resolve_relative());
+  if (!path.ok()) return Fail(wire::ERROR_LAUNCH_FAILED, path.status());
+  spec.path = *std::move(path);
+  absl::StatusOr<Child> child = SpawnChild(spec);
+  if (!child.ok()) return Fail(wire::ERROR_LAUNCH_FAILED, child.status());
+  pid_ = pgid_ = child->pid;
+  phase_ = wire::ProcessState::PHASE_RUNNING;
+  streams_[0]->fd.assign(child->stdout_fd);
+  streams_[1]->fd.assign(child->stderr_fd);
+  if (child->stdin_fd >= 0) {
+    stdin_.fd.assign(child->stdin_fd);
+  } else {
+    stdin_.closed = true;
+  }
+  for (int i = 0; i < kNumStreams; ++i) asio::co_spawn(io_, OutputPump(i), RethrowOnError);
+  if (!stdin_.closed) asio::co_spawn(io_, StdinPump(), RethrowOnError);
+}
+
+awaitable<void> Daemon::OutputPump(int i) {
+  Stream& s = *streams_[i];
+  while (true) {
+    std::span<char> space = s.ring.WritableSpan();
+    if (space.empty()) {
+      co_await s.space.Wait();  // backpressure: the child blocks on its full pipe
+      continue;
+    }
+    const ssize_t n = ::read(s.fd.native_handle(), space.data(), space.size());
+    if (n > 0) {
+      s.ring.Commit(static_cast<std::size_t>(n));
+      WakeAttachment();
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {
+      auto [ec] = co_await s.fd.async_wait(asio::posix::stream_descriptor::wait_read, kNoThrow);
+      if (!ec) continue;
+    }
+    break;  // EOF or a read error: either way nothing more comes
+  }
+  boost::system::error_code ec;
+  s.fd.close(ec);
+  s.eof = true;
+  WakeAttachment();
+  OnExitKnown();
+}
+
+awaitable<void> Daemon::StdinPump() {
+  while (true) {
+    if (stdin_.buf.empty()) {
+      if (stdin_.eof_requested && stdin_.base == stdin_.eof_offset) break;
+      co_await stdin_.data.Wait();
+      continue;
+    }
+    const ssize_t n = ::write(stdin_.fd.native_handle(), stdin_.buf.data(), stdin_.buf.size());
+    if (n > 0) {
+      stdin_.buf.erase(0, static_cast<std::size_t>(n));
+      stdin_.base += static_cast<std::uint64_t>(n);
+      if (auto a = attachment_.lock()) a->QueueStdinAck();
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {
+      auto [ec] = co_await stdin_.fd.async_wait(asio::posix::stream_descriptor::wait_write, kNoThrow);
+      if (!ec) continue;
+    }
+    // EPIPE: the child closed its stdin. Later bytes are acknowledged and dropped.
+    stdin_.closed_by_child = true;
+    stdin_.base += stdin_.buf.size();
+    stdin_.buf.clear();
+    break;
+  }
+  boost::system::error_code ec;
+  stdin_.fd.close(ec);
+  stdin_.closed = true;
+  if (auto a = attachment_.lock()) a->QueueStdinAck();
+}
+
+awaitable<void> Daemon::AcceptLoop() {
+  while (!shut_down_) {
+    auto [ec, sock] = co_await acceptor_.async_accept(kNoThrow);
+    if (ec == asio::error::operation_aborted || shut_down_) break;
+    if (ec) continue;
+    struct ucred cred {};
+    socklen_t len = sizeof(cred);
+    if (::getsockopt(sock.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+        cred.uid != ::geteuid() || pending_connections_ >= kMaxPendingConnections) {
+      boost::system::error_code ignored;
+      sock.close(ignored);  // another uid, or a flood: no bytes, no state
+      continue;
+    }
+    auto a = std::make_shared<Attachment>(*this, std::move(sock));
+    ++pending_connections_;
+    asio::co_spawn(io_, [this, a]() -> awaitable<void> {
+      co_await a->Run();
+      --pending_connections_;
+    }, RethrowOnError);
+  }
+}
+
+awaitable<void> Daemon::Reaper() {
+  while (!shut_down_) {
+    Reap();
+    auto [ec, sig] = co_await sigchld_.async_wait(kNoThrow);
+    if (ec) break;
+  }
+}
+
+void Daemon::Reap() {
+  while (true) {
+    int status = 0;
+    struct rusage ru {};
+    const pid_t p = ::wait4(-1, &status, WNOHANG, &ru);
+    if (p <= 0) break;
+    if (p == pid_) RecordExit(status, ru);
+    // Anything else is a descendant reparented to us (we are its subreaper).
+  }
+}
+
+void Daemon::RecordExit(int status, const struct rusage& ru) {
+  raw_status_ = status;
+  rusage_ = ru;
+  kill_timer_.cancel();
+  OnExitKnown();
+}
+
+void Daemon::OnExitKnown() {
+  // Exit is ordered after all output: report it only once both streams ended.
+  if (!exit_ && raw_status_ && streams_[0]->eof && streams_[1]->eof) {
+    const int status = *raw_status_;
+    wire::Exit e;
+    if (WIFSIGNALED(status)) {
+      e.set_signal(WTERMSIG(status));
+      e.set_core_dumped(WCOREDUMP(status));
+    } else {
+      e.set_code(WEXITSTATUS(status));
+    }
+    e.mutable_rusage()->set_user_us(rusage_.ru_utime.tv_sec * 1000000ull + rusage_.ru_utime.tv_usec);
+    e.mutable_rusage()->set_system_us(rusage_.ru_stime.tv_sec * 1000000ull + rusage_.ru_stime.tv_usec);
+    e.mutable_rusage()->set_max_rss_kib(static_cast<std::uint64_t>(rusage_.ru_maxrss));
+    exit_ = e;
+    phase_ = wire::ProcessState::PHASE_EXITED;
+  }
+  if (!exit_) return;
+  WakeAttachment();
+  if (attachment_.expired()) ArmLinger();
+}
+
+int Daemon::Run() {
+  asio::co_spawn(io_, Reaper(), RethrowOnError);
+  Start();
+  asio::co_spawn(io_, AcceptLoop(), RethrowOnError);
+  if (exit_) OnExitKnown();
+  io_.run();
+  return 0;
+}
+
+}  // namespace
+
+int RunDaemon(DaemonConfig config) {
+  Daemon d(std::move(config));
+  return d.Run();
+}
+
+}  // namespace tether::supervisor

@@ -1,0 +1,38 @@
+// The supervisor daemon: owns one child and serves the protocol on the
+// private socket until the exit record is acknowledged or lingers out.
+//
+// One thread, one Asio io_context, coroutines per pump:
+//   output pump (per stream)  child pipe -> OutputRing, only into free space
+//   stdin pump                stdin queue -> child pipe (non-blocking)
+//   reaper                    SIGCHLD -> wait4 every child (subreaper)
+//   accept loop               socket -> Attachment (SO_PEERCRED, secret)
+//   attachment reader/writer  frames in -> requests; ring/control -> frames out
+// Nothing blocks: every fd is non-blocking and every buffer is bounded (the
+// ring by its capacity, stdin by the window advertised in Welcome, control
+// replies by the request rate of a single attachment).
+#pragma once
+
+#include <string>
+
+#include "tether/protocol/tether.pb.h"
+
+namespace tether::supervisor {
+
+inline constexpr std::size_t kStdinWindowBytes = 256 * 1024;    // unacked stdin the host may send
+inline constexpr std::size_t kMaxOutputChunkBytes = 64 * 1024;  // per Output frame
+inline constexpr std::size_t kDefaultWindowBytes = 1 << 20;     // output credit if Hello has none
+inline constexpr unsigned kDefaultLingerMs = 10 * 60 * 1000;    // exit record kept this long
+inline constexpr unsigned kLeaseMs = 30 * 1000;                 // attachment lost after this idle
+inline constexpr unsigned kHelloTimeoutMs = 10 * 1000;          // to authenticate after connect
+
+struct DaemonConfig {
+  wire::Launch launch;
+  std::string state_dir;
+  int listen_fd = -1;
+};
+
+// Runs in the detached daemon process; returns its exit status. Removes the
+// private directory before returning.
+int RunDaemon(DaemonConfig config);
+
+}  // namespace tether::supervisor

@@ -1,0 +1,171 @@
+#include "supervisor/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "protocol/envelope.h"
+#include "supervisor/bridge.h"
+#include "supervisor/daemon.h"
+#include "supervisor/state_dir.h"
+
+namespace tether::supervisor {
+namespace {
+
+bool IdChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_';
+}
+
+int Report(wire::ErrorCode code, const absl::Status& st) {
+  wire::Envelope env;
+  env.mutable_error()->set_code(code);
+  env.mutable_error()->set_message(std::string(st.message()));
+  env.mutable_error()->set_fatal(true);
+  const std::string out = protocol::EncodeEnvelope(env);
+  (void)!::write(1, out.data(), out.size());
+  std::fprintf(stderr, "tether-supervisor launch: %s\n", std::string(st.message()).c_str());
+  return 1;
+}
+
+// Reads exactly one Launch envelope; bytes after it are returned in *rest.
+absl::StatusOr<wire::Launch> ReadLaunch(std::string* rest) {
+  protocol::EnvelopeDecoder decoder;
+  wire::Envelope env;
+  char buf[64 * 1024];
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kLaunchReadTimeoutMs);
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return absl::DeadlineExceededError("launch: no Launch frame within 30 s");
+    pollfd p{0, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    const ssize_t n = ::read(0, buf, sizeof(buf));
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) return absl::InvalidArgumentError("launch: stdin ended before a Launch frame");
+    std::string_view in(buf, static_cast<std::size_t>(n));
+    absl::StatusOr<bool> got = decoder.Next(&in, &env);
+    if (!got.ok()) return got.status();
+    if (!*got) continue;
+    if (env.body_case() != wire::Envelope::kLaunch) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("launch: expected a launch frame, got ", std::string(protocol::BodyName(env))));
+    }
+    rest->assign(in);
+    return std::move(*env.mutable_launch());
+  }
+}
+
+void CloseFdsExcept(int keep) {
+  for (int fd = 3; fd < keep; ++fd) ::close(fd);
+#ifdef SYS_close_range
+  if (::syscall(SYS_close_range, keep + 1, ~0U, 0) == 0) return;
+#endif
+  for (int fd = keep + 1; fd < 65536; ++fd) ::close(fd);
+}
+
+// Returns in the daemon process only; the launcher process returns false.
+bool Daemonize(int listen_fd) {
+  const pid_t p = ::fork();
+  if (p < 0) return false;
+  if (p > 0) {
+    int st;
+    while (::waitpid(p, &st, 0) < 0 && errno == EINTR) {
+    }
+    return false;
+  }
+  ::setsid();  // leave the exec call's session: its hangup never reaches us
+  if (::fork() != 0) ::_exit(0);
+  const int null = ::open("/dev/null", O_RDWR);
+  ::dup2(null, 0);
+  ::dup2(null, 1);
+  ::dup2(null, 2);
+  if (null > 2) ::close(null);
+  CloseFdsExcept(listen_fd);
+  (void)!::chdir("/");
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  ::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGHUP, SIG_IGN);
+  return true;
+}
+
+}  // namespace
+
+absl::Status ValidateLaunch(const wire::Launch& l) {
+  if (l.launch_id().empty() || l.launch_id().size() > kMaxLaunchIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("launch id must be 1..", kMaxLaunchIdBytes, " bytes"));
+  }
+  for (char c : l.launch_id()) {
+    if (!IdChar(c)) return absl::InvalidArgumentError("launch id may hold only [A-Za-z0-9_-]");
+  }
+  if (l.secret().size() < kMinSecretBytes || l.secret().size() > kMaxSecretBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("secret must be ", kMinSecretBytes, "..", kMaxSecretBytes, " bytes"));
+  }
+  if (l.argv().empty()) return absl::InvalidArgumentError("argv is empty");
+  if (static_cast<std::size_t>(l.argv_size()) > kMaxArgs) {
+    return absl::InvalidArgumentError(absl::StrCat("argv has more than ", kMaxArgs, " entries"));
+  }
+  if (l.argv(0).empty()) return absl::InvalidArgumentError("argv[0] is empty");
+  for (int i = 0; i < l.argv_size(); ++i) {
+    if (l.argv(i).find('\0') != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("argv[", i, "] contains a NUL byte"));
+    }
+  }
+  if (l.cwd().find('\0') != std::string::npos) return absl::InvalidArgumentError("cwd contains a NUL byte");
+  if (l.state_dir().empty() || l.state_dir()[0] != '/' || l.state_dir().find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError("state_dir must be an absolute path");
+  }
+  if (l.has_pty()) return absl::InvalidArgumentError("pty: not supported by this supervisor yet");
+  return absl::OkStatus();
+}
+
+int LaunchMain() {
+  std::string rest;
+  absl::StatusOr<wire::Launch> launch = ReadLaunch(&rest);
+  if (!launch.ok()) return Report(wire::ERROR_PROTOCOL, launch.status());
+  if (absl::Status st = ValidateLaunch(*launch); !st.ok()) return Report(wire::ERROR_INVALID_ARGUMENT, st);
+  const std::string dir = launch->state_dir();
+
+  absl::Status created = CreatePrivateDir(dir);
+  if (absl::IsAlreadyExists(created)) {
+    // The same launch id never starts a second child: attach to the first.
+    absl::StatusOr<int> sock = ConnectInDir(dir);
+    if (!sock.ok()) return Report(wire::ERROR_NOT_FOUND, sock.status());
+    return RunBridge(*sock, std::move(rest));
+  }
+  if (!created.ok()) return Report(wire::ERROR_INVALID_ARGUMENT, created);
+  absl::StatusOr<int> listen_fd = ListenInDir(dir);
+  if (!listen_fd.ok()) {
+    RemovePrivateDir(dir);
+    return Report(wire::ERROR_INTERNAL, listen_fd.status());
+  }
+  if (launch->cwd().empty()) {
+    char buf[4096];
+    if (::getcwd(buf, sizeof(buf)) != nullptr) launch->set_cwd(buf);
+  }
+  if (Daemonize(*listen_fd)) {
+    DaemonConfig config;
+    config.launch = *std::move(launch);
+    config.state_dir = dir;
+    config.listen_fd = *listen_fd;
+    ::_exit(RunDaemon(std::move(config)));
+  }
+  ::close(*listen_fd);
+  absl::StatusOr<int> sock = ConnectInDir(dir);
+  if (!sock.ok()) return Report(wire::ERROR_INTERNAL, sock.status());
+  return RunBridge(*sock, std::move(rest));
+}
+
+}  // namespace tether::supervisor

@@ -1,0 +1,30 @@
+// `tether-supervisor launch`: the one exec call that starts a process.
+//
+// Reads a Launch frame from stdin (the secret travels only there), validates
+// it, creates the private directory and socket, starts the daemon detached
+// from this call (double fork, own session, child subreaper), then turns into
+// the first bridge so the host's Hello can follow the Launch on the same
+// channel. A launch id whose directory already exists starts nothing: the
+// call just bridges to the daemon that owns it.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "tether/protocol/tether.pb.h"
+
+namespace tether::supervisor {
+
+inline constexpr unsigned kLaunchReadTimeoutMs = 30 * 1000;
+inline constexpr std::size_t kMaxArgs = 64 * 1024;
+inline constexpr std::size_t kMaxLaunchIdBytes = 64;
+inline constexpr std::size_t kMinSecretBytes = 16;
+inline constexpr std::size_t kMaxSecretBytes = 64;
+
+// Checks a Launch before anything is created. kInvalidArgument with the reason.
+absl::Status ValidateLaunch(const wire::Launch& launch);
+
+// Entry point; returns the process exit status.
+int LaunchMain();
+
+}  // namespace tether::supervisor

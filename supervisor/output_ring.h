@@ -1,0 +1,55 @@
+// One output stream's bytes, addressed by absolute offset, in a bounded ring.
+//
+// The ring holds [begin(), end()): bytes read from the child that the host
+// has not yet acknowledged. The child's pipe is read only into free space, so
+// a full ring stops reading and the child blocks (backpressure, nothing lost).
+// Evict() is the detached policy: drop the oldest bytes to keep the newest;
+// the dropped range is a gap the host is told about.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+namespace tether::supervisor {
+
+inline constexpr std::size_t kDefaultRingBytes = 1 << 20;  // per stream
+inline constexpr std::size_t kMinRingBytes = 4096;
+inline constexpr std::size_t kMaxRingBytes = 64u << 20;
+
+class OutputRing {
+ public:
+  explicit OutputRing(std::size_t capacity);
+
+  std::uint64_t begin() const { return begin_; }
+  std::uint64_t end() const { return end_; }
+  std::size_t size() const { return static_cast<std::size_t>(end_ - begin_); }
+  std::size_t capacity() const { return capacity_; }
+  std::size_t free_space() const { return capacity_ - size(); }
+
+  // Contiguous free space after end() (empty when full); fill it, then Commit.
+  std::span<char> WritableSpan();
+  void Commit(std::size_t n);
+
+  // Contiguous bytes starting at `from` (begin() <= from <= end()), at most max.
+  std::string_view Readable(std::uint64_t from, std::size_t max) const;
+
+  // The host holds everything below `offset`: free it. Offsets outside
+  // [begin, end] are clamped by the caller's validation, CHECKed here.
+  void Release(std::uint64_t offset);
+
+  // Drops the oldest `n` bytes (detached mode). Returns the new begin().
+  std::uint64_t Evict(std::size_t n);
+
+ private:
+  std::size_t Index(std::uint64_t offset) const { return static_cast<std::size_t>(offset % capacity_); }
+
+  std::size_t capacity_;
+  std::unique_ptr<char[]> buf_;  // allocated on first write: idle processes cost nothing
+  std::uint64_t begin_ = 0;
+  std::uint64_t end_ = 0;
+};
+
+}  // namespace tether::supervisor

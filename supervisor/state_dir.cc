@@ -1,0 +1,138 @@
+#include "supervisor/state_dir.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace tether::supervisor {
+namespace {
+
+absl::Status Errno(const char* what, const std::string& path, int err) {
+  return absl::Status(err == EEXIST ? absl::StatusCode::kAlreadyExists
+                      : err == ENOENT ? absl::StatusCode::kNotFound
+                                      : absl::StatusCode::kFailedPrecondition,
+                      absl::StrCat(what, " ", path, ": ", std::strerror(err)));
+}
+
+std::string Parent(const std::string& path) {
+  const std::size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos || slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+// sockaddr for a path relative to an open directory, via /proc/self/fd, which
+// keeps sun_path short whatever the directory's length.
+struct DirSocket {
+  int dirfd = -1;
+  sockaddr_un addr{};
+  ~DirSocket() {
+    if (dirfd >= 0) ::close(dirfd);
+  }
+};
+
+absl::Status OpenDirSocket(const std::string& dir, DirSocket* ds) {
+  ds->dirfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (ds->dirfd < 0) return Errno("open", dir, errno);
+  ds->addr.sun_family = AF_UNIX;
+  std::string p = absl::StrCat("/proc/self/fd/", ds->dirfd, "/", kSocketName);
+  if (dir.size() + 1 + sizeof(kSocketName) < sizeof(ds->addr.sun_path)) {
+    p = absl::StrCat(dir, "/", kSocketName);  // no /proc needed (and none in some sandboxes)
+  }
+  std::memcpy(ds->addr.sun_path, p.c_str(), p.size() + 1);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckPrivateDir(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return Errno("lstat", path, errno);
+  if (S_ISLNK(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, " is a symlink; refusing to follow it"));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, " is not a directory"));
+  }
+  if (st.st_uid != ::geteuid()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is owned by uid ", st.st_uid, ", not by us (", ::geteuid(), ")"));
+  }
+  if ((st.st_mode & 0777) != 0700) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " has mode 0", absl::Hex(st.st_mode & 0777), ", want 0700"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CreatePrivateDir(const std::string& path) {
+  if (path.empty() || path[0] != '/') {
+    return absl::InvalidArgumentError(absl::StrCat("state directory must be absolute: '", path, "'"));
+  }
+  const mode_t old = ::umask(077);
+  const std::string parent = Parent(path);
+  if (::mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST) {
+    ::umask(old);
+    return Errno("mkdir", parent, errno);
+  }
+  if (parent != "/") {
+    if (absl::Status st = CheckPrivateDir(parent); !st.ok()) {
+      ::umask(old);
+      return st;
+    }
+  }
+  const int rc = ::mkdir(path.c_str(), 0700);
+  const int err = errno;
+  ::umask(old);
+  if (rc != 0) return Errno("mkdir", path, err);
+  return CheckPrivateDir(path);
+}
+
+absl::StatusOr<int> ListenInDir(const std::string& dir) {
+  DirSocket ds;
+  if (absl::Status st = OpenDirSocket(dir, &ds); !st.ok()) return st;
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Errno("socket for", dir, errno);
+  const mode_t old = ::umask(0177);  // the socket file is created 0600
+  const int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&ds.addr), sizeof(ds.addr));
+  const int err = errno;
+  ::umask(old);
+  if (rc != 0 || ::listen(fd, 8) != 0) {
+    ::close(fd);
+    return Errno("bind/listen in", dir, rc != 0 ? err : errno);
+  }
+  struct stat st;
+  if (::fstatat(ds.dirfd, kSocketName, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISSOCK(st.st_mode) ||
+      (st.st_mode & 0777) != 0600) {
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrCat("socket in ", dir, " is not a 0600 socket"));
+  }
+  return fd;
+}
+
+absl::StatusOr<int> ConnectInDir(const std::string& dir) {
+  if (absl::Status st = CheckPrivateDir(dir); !st.ok()) return st;
+  DirSocket ds;
+  if (absl::Status st = OpenDirSocket(dir, &ds); !st.ok()) return st;
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Errno("socket for", dir, errno);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&ds.addr), sizeof(ds.addr)) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Errno("connect to supervisor in", dir, err == ECONNREFUSED ? ENOENT : err);
+  }
+  return fd;
+}
+
+void RemovePrivateDir(const std::string& dir) {
+  ::unlink(absl::StrCat(dir, "/", kSocketName).c_str());
+  ::rmdir(dir.c_str());
+}
+
+}  // namespace tether::supervisor

@@ -1,0 +1,32 @@
+// The supervisor's private state: a directory (0700, checked with lstat after
+// creation) holding the Unix socket (0600). Paths longer than sun_path work
+// because the socket is bound and connected relative to the directory.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace tether::supervisor {
+
+inline constexpr char kSocketName[] = "sock";
+
+// Creates `path` (absolute) as a fresh private directory. Its parent is
+// created too if missing and must then be a private directory of ours (not a
+// symlink, owned by us, no group/other access). Refuses an existing `path`
+// (kAlreadyExists) and anything that is not what we created.
+absl::Status CreatePrivateDir(const std::string& path);
+
+// Checks that `path` is a directory owned by us with mode 0700, not a symlink.
+absl::Status CheckPrivateDir(const std::string& path);
+
+// Creates, binds (mode 0600) and listens on `dir`/sock. Returns the fd.
+absl::StatusOr<int> ListenInDir(const std::string& dir);
+
+// Connects to `dir`/sock. Returns the fd (blocking, close-on-exec).
+absl::StatusOr<int> ConnectInDir(const std::string& dir);
+
+// Removes the socket and the directory (best effort, after exit).
+void RemovePrivateDir(const std::string& dir);
+
+}  // namespace tether::supervisor

@@ -1,0 +1,248 @@
+#include "host/local_transport.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+
+extern char** environ;
+
+namespace tether {
+namespace {
+
+namespace asio = boost::asio;
+constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
+constexpr std::size_t kDiagnosticsBytes = 4096;
+
+absl::Status ErrnoStatus(const std::string& what, int err) {
+  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(err)));
+}
+
+absl::Status EnsurePrivateDir(const std::string& path) {
+  const mode_t old = ::umask(077);
+  const int rc = ::mkdir(path.c_str(), 0700);
+  const int err = errno;
+  ::umask(old);
+  if (rc != 0 && err != EEXIST) return ErrnoStatus(absl::StrCat("mkdir ", path), err);
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return ErrnoStatus(absl::StrCat("lstat ", path), errno);
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "local sandbox ", path, " must be a directory owned by us with no group/other access"));
+  }
+  return absl::OkStatus();
+}
+
+class LocalChannel final : public Channel {
+ public:
+  LocalChannel(asio::any_io_executor ex, pid_t pid, int in, int out, int err)
+      : pid_(pid), in_(ex, in), out_(ex, out), err_(std::make_shared<Stderr>(ex, err)) {
+    asio::co_spawn(ex, DrainStderr(err_), asio::detached);
+  }
+  ~LocalChannel() override { Close(); }
+
+  asio::awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
+    if (!out_.is_open()) co_return absl::UnavailableError("channel closed");
+    auto [ec, n] = co_await out_.async_read_some(asio::buffer(buf.data(), buf.size()), kNoThrow);
+    if (ec == asio::error::eof) co_return std::size_t{0};
+    if (ec) co_return absl::UnavailableError(absl::StrCat("local channel read: ", ec.message()));
+    co_return n;
+  }
+
+  asio::awaitable<absl::Status> Write(std::string_view bytes) override {
+    if (!in_.is_open()) co_return absl::UnavailableError("channel input closed");
+    auto [ec, n] = co_await asio::async_write(in_, asio::buffer(bytes.data(), bytes.size()), kNoThrow);
+    if (ec) co_return absl::UnavailableError(absl::StrCat("local channel write: ", ec.message()));
+    co_return absl::OkStatus();
+  }
+
+  void CloseWrite() override {
+    boost::system::error_code ec;
+    in_.close(ec);
+  }
+
+  void Close() override {
+    boost::system::error_code ec;
+    in_.close(ec);
+    out_.close(ec);
+    err_->fd.close(ec);
+    if (pid_ > 0) {
+      int st;
+      if (::waitpid(pid_, &st, WNOHANG) == 0) {
+        // The bridge holds no state; the daemon it relays for is unaffected.
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &st, 0);
+      }
+      pid_ = -1;
+    }
+  }
+
+  std::string Diagnostics() const override { return err_->diag; }
+
+ private:
+  // Shared with the draining coroutine, which may outlive the channel.
+  struct Stderr {
+    Stderr(asio::any_io_executor ex, int fd) : fd(std::move(ex), fd) {}
+    asio::posix::stream_descriptor fd;
+    std::string diag;  // the last kDiagnosticsBytes
+  };
+
+  static asio::awaitable<void> DrainStderr(std::shared_ptr<Stderr> s) {
+    char buf[1024];
+    while (s->fd.is_open()) {
+      auto [ec, n] = co_await s->fd.async_read_some(asio::buffer(buf), kNoThrow);
+      if (ec) break;
+      s->diag.append(buf, n);
+      if (s->diag.size() > kDiagnosticsBytes) s->diag.erase(0, s->diag.size() - kDiagnosticsBytes);
+    }
+  }
+
+  pid_t pid_;
+  asio::posix::stream_descriptor in_, out_;
+  std::shared_ptr<Stderr> err_;
+};
+
+class LocalTransport final : public Transport {
+ public:
+  LocalTransport(asio::any_io_executor ex, std::string root) : ex_(std::move(ex)), root_(std::move(root)) {}
+
+  std::string_view name() const override { return "local"; }
+  asio::any_io_executor executor() const override { return ex_; }
+
+  asio::awaitable<absl::StatusOr<SandboxInfo>> Probe() override {
+    struct utsname u;
+    if (::uname(&u) != 0) co_return ErrnoStatus("uname", errno);
+    SandboxInfo info;
+    info.arch = u.machine;
+    info.state_root = root_ + "/run";
+    info.bin_dir = root_ + "/bin";
+    if (absl::Status st = EnsurePrivateDir(info.bin_dir); !st.ok()) co_return st;
+    co_return info;
+  }
+
+  asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
+    co_return Spawn(argv);
+  }
+
+  asio::awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
+    co_return Put(path, bytes, mode);
+  }
+
+ private:
+  absl::StatusOr<std::unique_ptr<Channel>> Spawn(const std::vector<std::string>& argv) {
+    if (argv.empty()) return absl::InvalidArgumentError("exec: empty argv");
+    int in[2], out[2], err[2];
+    if (::pipe2(in, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
+    if (::pipe2(out, O_CLOEXEC) != 0) {
+      ::close(in[0]), ::close(in[1]);
+      return ErrnoStatus("pipe", errno);
+    }
+    if (::pipe2(err, O_CLOEXEC) != 0) {
+      for (int fd : {in[0], in[1], out[0], out[1]}) ::close(fd);
+      return ErrnoStatus("pipe", errno);
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+    posix_spawn_file_actions_addchdir_np(&fa, root_.c_str());
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    pid_t pid = -1;
+    const int rc = ::posix_spawn(&pid, args[0], &fa, &attr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    ::close(in[0]);
+    ::close(out[1]);
+    ::close(err[1]);
+    if (rc != 0) {
+      ::close(in[1]), ::close(out[0]), ::close(err[0]);
+      return ErrnoStatus(absl::StrCat("local exec ", argv[0]), rc);
+    }
+    return std::make_unique<LocalChannel>(ex_, pid, in[1], out[0], err[0]);
+  }
+
+  absl::Status Put(const std::string& path, std::string_view bytes, int mode) {
+    {
+      std::ifstream f(path, std::ios::binary);
+      if (f) {
+        std::ostringstream ss;
+        ss << f.rdbuf();
+        if (ss.str() == bytes) return absl::OkStatus();
+      }
+    }
+    const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (fd < 0) return ErrnoStatus(absl::StrCat("create ", tmp), errno);
+    std::size_t off = 0;
+    while (off < bytes.size()) {
+      const ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        const int e = errno;
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        return ErrnoStatus(absl::StrCat("write ", tmp), e);
+      }
+      off += static_cast<std::size_t>(n);
+    }
+    ::fchmod(fd, static_cast<mode_t>(mode));
+    ::close(fd);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+      const int e = errno;
+      ::unlink(tmp.c_str());
+      return ErrnoStatus(absl::StrCat("rename to ", path), e);
+    }
+    return absl::OkStatus();
+  }
+
+  asio::any_io_executor ex_;
+  std::string root_;
+};
+
+std::string DefaultRoot() {
+  if (const char* r = std::getenv("TETHER_LOCAL_ROOT"); r && *r) return r;
+  if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x) return absl::StrCat(x, "/tether-local");
+  return absl::StrCat("/tmp/tether-local-", ::geteuid());
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Transport>> MakeLocalTransport(asio::any_io_executor ex,
+                                                              LocalOptions options) {
+  std::string root = options.root.empty() ? DefaultRoot() : options.root;
+  if (root.empty() || root[0] != '/') {
+    return absl::InvalidArgumentError(absl::StrCat("local root must be absolute: '", root, "'"));
+  }
+  if (absl::Status st = EnsurePrivateDir(root); !st.ok()) return st;
+  return std::unique_ptr<Transport>(new LocalTransport(std::move(ex), std::move(root)));
+}
+
+}  // namespace tether

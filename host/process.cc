@@ -1,0 +1,411 @@
+#include "host/process.h"
+
+#include <sys/random.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <deque>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "host/internal/condition.h"
+#include "host/session.h"
+#include "host/supervisor_binary.h"
+
+namespace tether {
+
+namespace asio = boost::asio;
+
+namespace {
+
+constexpr std::size_t kSecretBytes = 32;
+constexpr std::size_t kLaunchIdBytes = 16;
+constexpr std::size_t kMinOutputWindowBytes = 128 * 1024;  // > one 64 KiB Output frame
+constexpr std::size_t kMaxOutputWindowBytes = 64u << 20;
+// After the exit is acknowledged the daemon closes the attachment; if it does
+// not within this time the channel is closed from our side.
+constexpr auto kCloseAfterExitTimeout = std::chrono::seconds(5);
+
+std::string RandomBytes(std::size_t n) {
+  std::string out(n, '\0');
+  std::size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::getrandom(out.data() + got, n - got, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) std::abort();  // no randomness: cannot make a secret; our environment is broken
+    got += static_cast<std::size_t>(r);
+  }
+  return out;
+}
+
+absl::Status ValidateOptions(const StartOptions& o) {
+  if (o.argv.empty()) return absl::InvalidArgumentError("argv is empty: nothing to run");
+  if (o.argv[0].empty()) return absl::InvalidArgumentError("argv[0] is empty");
+  for (std::size_t i = 0; i < o.argv.size(); ++i) {
+    if (o.argv[i].find('\0') != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("argv[", i, "] contains a NUL byte"));
+    }
+  }
+  if (o.cwd.find('\0') != std::string::npos) return absl::InvalidArgumentError("cwd contains a NUL byte");
+  for (const auto& [k, v] : o.env) {
+    if (k.empty()) return absl::InvalidArgumentError("environment variable with an empty name");
+    if (k.find('=') != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("environment name '", k, "' contains '='"));
+    }
+    if (k.find('\0') != std::string::npos || v.find('\0') != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("environment variable '", absl::CEscape(k), "' contains a NUL byte"));
+    }
+  }
+  if (o.output_window_bytes < kMinOutputWindowBytes || o.output_window_bytes > kMaxOutputWindowBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("output_window_bytes must be ", kMinOutputWindowBytes,
+                                                   "..", kMaxOutputWindowBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LaunchFailure(const wire::Exit& e) {
+  const std::string msg = e.message().empty() ? "the process could not be started" : e.message();
+  switch (e.failure()) {
+    case wire::ERROR_INVALID_ARGUMENT: return absl::InvalidArgumentError(msg);
+    case wire::ERROR_CANCELLED: return absl::CancelledError(msg);
+    default: return e.code() == 126 ? absl::PermissionDeniedError(msg) : absl::NotFoundError(msg);
+  }
+}
+
+ExitStatus ToExitStatus(const wire::Exit& e) {
+  ExitStatus s;
+  if (e.how_case() == wire::Exit::kSignal) {
+    s.signal = e.signal();
+  } else {
+    s.code = e.code();
+  }
+  s.core_dumped = e.core_dumped();
+  s.user_us = e.rusage().user_us();
+  s.system_us = e.rusage().system_us();
+  s.max_rss_kib = e.rusage().max_rss_kib();
+  return s;
+}
+
+int StreamIndex(wire::Stream s) {
+  return s == wire::STREAM_STDOUT ? 0 : s == wire::STREAM_STDERR ? 1 : -1;
+}
+
+}  // namespace
+
+struct Process::State : std::enable_shared_from_this<Process::State> {
+  explicit State(const asio::any_io_executor& ex) : cond(ex), close_timer(ex) {}
+
+  std::shared_ptr<Session> session;
+  internal::Condition cond;  // notified on every state change
+  asio::steady_timer close_timer;
+  std::int32_t pid = -1;
+
+  // Output, per stream index 0 (stdout) and 1 (stderr).
+  std::deque<OutputChunk> queue;
+  std::size_t queued_bytes = 0;
+  std::uint64_t received[2] = {0, 0};
+  std::uint64_t consumed[2] = {0, 0};
+  std::uint64_t acked[2] = {0, 0};
+  bool eof[2] = {false, false};
+  std::size_t window = kDefaultOutputWindowBytes;
+
+  // Stdin.
+  bool stdin_pipe = false;
+  std::uint64_t stdin_sent = 0;
+  std::uint64_t stdin_acked = 0;
+  std::uint64_t stdin_window = 0;
+  bool stdin_eof_sent = false;
+  bool stdin_closed_by_child = false;
+
+  std::optional<ExitStatus> exit;
+  absl::Status failed;  // the attachment broke (set once)
+
+  void Fail(absl::Status st) {
+    if (failed.ok()) failed = std::move(st);
+    session->Close();
+    cond.NotifyAll();
+  }
+
+  void SendAck(bool exit_ack) {
+    wire::Envelope env;
+    wire::Ack* a = env.mutable_ack();
+    a->set_stdout_offset(consumed[0]);
+    a->set_stderr_offset(consumed[1]);
+    a->set_window_bytes(window);
+    a->set_exit(exit_ack);
+    acked[0] = consumed[0];
+    acked[1] = consumed[1];
+    session->Send(std::move(env));
+  }
+
+  absl::Status HandleOutput(const wire::Output& o) {
+    const int i = StreamIndex(o.stream());
+    if (i < 0) return absl::DataLossError(absl::StrCat("output on unknown stream ", o.stream()));
+    if (eof[i] && !o.data().empty()) return absl::DataLossError("output after the stream's EOF");
+    const std::uint64_t end = o.offset() + o.data().size();
+    if (o.offset() > received[i]) {
+      return absl::DataLossError(absl::StrCat("output at offset ", o.offset(), " skips bytes after ",
+                                              received[i], " without reporting a gap"));
+    }
+    if (end > received[i]) {
+      const std::size_t skip = static_cast<std::size_t>(received[i] - o.offset());  // replayed prefix
+      const std::size_t n = o.data().size() - skip;
+      // The supervisor may run at most `window` ahead of our last ack.
+      if (end - acked[i] > window) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "supervisor sent beyond the ", window, "-byte output window it was granted"));
+      }
+      queue.push_back(OutputChunk{i == 0 ? StreamId::kStdout : StreamId::kStderr, received[i],
+                                  o.data().substr(skip)});
+      queued_bytes += n;
+      received[i] = end;
+    }
+    if (o.eof()) {
+      if (end != received[i]) return absl::DataLossError("output EOF at an offset before the received end");
+      eof[i] = true;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Handle(const wire::Envelope& env) {
+    if (env.generation() != session->generation()) {
+      return absl::DataLossError(absl::StrCat("frame of generation ", env.generation(), " on attachment ",
+                                              session->generation()));
+    }
+    switch (env.body_case()) {
+      case wire::Envelope::kOutput:
+        return HandleOutput(env.output());
+      case wire::Envelope::kStdinAck: {
+        const wire::StdinAck& a = env.stdin_ack();
+        if (a.offset() > stdin_sent || a.offset() < stdin_acked) {
+          return absl::DataLossError(absl::StrCat("stdin ack at ", a.offset(), ", but ", stdin_sent,
+                                                  " bytes were sent and ", stdin_acked, " acked"));
+        }
+        stdin_acked = a.offset();
+        stdin_closed_by_child = stdin_closed_by_child || a.closed_by_child();
+        return absl::OkStatus();
+      }
+      case wire::Envelope::kExit:
+        if (!eof[0] || !eof[1]) return absl::DataLossError("exit before the end of output");
+        if (!exit) {
+          exit = ToExitStatus(env.exit());
+          SendAck(true);
+          // The daemon closes the attachment once it has the ack.
+          close_timer.expires_after(kCloseAfterExitTimeout);
+          close_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+            if (!ec) self->session->Close();
+          });
+        }
+        return absl::OkStatus();
+      case wire::Envelope::kOutputGap:
+        return absl::DataLossError("supervisor reported an output gap on a fresh attachment");
+      case wire::Envelope::kError:
+        if (env.error().fatal()) return StatusFromWireError(env.error());
+        if (env.error().code() == wire::ERROR_INPUT_CLOSED) stdin_closed_by_child = true;
+        return absl::OkStatus();
+      case wire::Envelope::kPong:
+      case wire::Envelope::kStatus:
+        return absl::OkStatus();
+      default:
+        return absl::DataLossError(absl::StrCat("unexpected ", std::string(protocol::BodyName(env)),
+                                                " from the supervisor"));
+    }
+  }
+
+  asio::awaitable<void> Pump() {
+    auto self = shared_from_this();
+    while (true) {
+      absl::StatusOr<wire::Envelope> env = co_await session->Receive();
+      if (!env.ok()) {
+        // The channel ending after a confirmed exit is the normal end.
+        if (!exit) Fail(env.status());
+        break;
+      }
+      if (absl::Status st = Handle(*env); !st.ok()) {
+        Fail(st);
+        break;
+      }
+      cond.NotifyAll();
+    }
+    close_timer.cancel();
+    session->Close();
+    cond.NotifyAll();
+  }
+};
+
+Process::Process(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+Process::~Process() {
+  // Without a confirmed exit there is nothing to finish gracefully: dropping
+  // the channel ends only this attachment (the child keeps running).
+  if (!state_->exit) state_->session->Close();
+}
+
+std::int32_t Process::pid() const { return state_->pid; }
+
+asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Start(Transport& transport,
+                                                                           StartOptions options) {
+  if (absl::Status st = ValidateOptions(options); !st.ok()) co_return st;
+  absl::StatusOr<SandboxInfo> info = co_await transport.Probe();
+  if (!info.ok()) co_return info.status();
+  absl::StatusOr<std::string> supervisor = co_await InstallSupervisor(transport, *info);
+  if (!supervisor.ok()) co_return supervisor.status();
+
+  const std::string secret = RandomBytes(kSecretBytes);
+  wire::Envelope launch_env;
+  wire::Launch* l = launch_env.mutable_launch();
+  const std::string launch_id = absl::BytesToHexString(RandomBytes(kLaunchIdBytes));
+  l->set_launch_id(launch_id);
+  l->set_secret(secret);
+  for (const std::string& a : options.argv) l->add_argv(a);
+  l->set_cwd(options.cwd);
+  for (const auto& [k, v] : options.env) {
+    wire::EnvVar* e = l->add_env();
+    e->set_name(k);
+    e->set_value(v);
+  }
+  l->set_inherit_env(options.inherit_env);
+  l->set_stdin_mode(options.stdin_pipe ? wire::STDIN_PIPE : wire::STDIN_CLOSED);
+  l->set_state_dir(absl::StrCat(info->state_root, "/", launch_id));
+
+  // (a named vector: g++ 12 miscompiles braced temporaries in co_await operands)
+  std::vector<std::string> command;
+  command.push_back(*supervisor);
+  command.push_back("launch");
+  absl::StatusOr<std::unique_ptr<Channel>> channel = co_await transport.Exec(std::move(command));
+  if (!channel.ok()) co_return channel.status();
+  auto state = std::make_shared<State>(transport.executor());
+  state->session = Session::Create(transport.executor(), *std::move(channel));
+  state->session->SendFrame(protocol::EncodeEnvelope(launch_env));
+
+  wire::Hello hello;
+  hello.set_secret(secret);
+  hello.set_window_bytes(options.output_window_bytes);
+  absl::StatusOr<wire::Welcome> welcome = co_await state->session->Handshake(std::move(hello));
+  if (!welcome.ok()) co_return welcome.status();
+
+  if (welcome->state().phase() == wire::ProcessState::PHASE_FAILED) {
+    // Nothing runs; acknowledge the record so the daemon cleans up now.
+    wire::Envelope ack;
+    ack.mutable_ack()->set_exit(true);
+    while (true) {
+      absl::StatusOr<wire::Envelope> env = co_await state->session->Receive();
+      if (!env.ok()) break;
+      if (env->has_exit()) {
+        state->session->Send(ack);
+        co_await state->session->Drain(std::chrono::duration_cast<std::chrono::milliseconds>(kCloseAfterExitTimeout));
+        break;
+      }
+    }
+    co_return LaunchFailure(welcome->state().exit());
+  }
+  state->pid = welcome->state().pid();
+  state->window = options.output_window_bytes;
+  state->stdin_pipe = options.stdin_pipe;
+  state->stdin_window = welcome->stdin_window_bytes();
+  if (state->stdin_pipe && state->stdin_window < kMaxWriteBytes) {
+    co_return absl::DataLossError(absl::StrCat("supervisor offers a stdin window of ",
+                                               state->stdin_window, " bytes, below one write"));
+  }
+  asio::co_spawn(transport.executor(), state->Pump(), asio::detached);
+  co_return std::unique_ptr<Process>(new Process(std::move(state)));
+}
+
+asio::awaitable<absl::Status> Process::Write(std::string_view bytes) {
+  State& s = *state_;
+  if (bytes.size() > kMaxWriteBytes) {
+    co_return absl::InvalidArgumentError(
+        absl::StrCat("write of ", bytes.size(), " bytes exceeds ", kMaxWriteBytes, "; split it"));
+  }
+  while (true) {
+    if (!s.stdin_pipe) co_return absl::FailedPreconditionError("input closed: the process has no stdin pipe");
+    if (s.stdin_eof_sent) co_return absl::FailedPreconditionError("input closed: stdin was already closed");
+    if (s.stdin_closed_by_child) co_return absl::FailedPreconditionError("input closed: the process closed its stdin");
+    if (!s.failed.ok()) co_return s.failed;
+    if (s.exit) co_return absl::FailedPreconditionError("input closed: the process has exited");
+    if (s.stdin_sent + bytes.size() - s.stdin_acked <= s.stdin_window) break;
+    co_await s.cond.Wait();
+  }
+  if (bytes.empty()) co_return absl::OkStatus();
+  wire::Envelope env;
+  env.mutable_stdin()->set_offset(s.stdin_sent);
+  env.mutable_stdin()->set_data(bytes.data(), bytes.size());
+  s.stdin_sent += bytes.size();
+  s.session->Send(std::move(env));
+  co_return absl::OkStatus();
+}
+
+asio::awaitable<absl::Status> Process::CloseStdin() {
+  State& s = *state_;
+  if (!s.stdin_pipe || s.stdin_eof_sent) co_return absl::OkStatus();
+  if (!s.failed.ok()) co_return s.failed;
+  s.stdin_eof_sent = true;
+  s.cond.NotifyAll();
+  wire::Envelope env;
+  env.mutable_stdin_eof()->set_offset(s.stdin_sent);
+  s.session->Send(std::move(env));
+  co_return absl::OkStatus();
+}
+
+asio::awaitable<absl::StatusOr<std::optional<OutputChunk>>> Process::Read() {
+  State& s = *state_;
+  while (true) {
+    if (!s.queue.empty()) {
+      OutputChunk c = std::move(s.queue.front());
+      s.queue.pop_front();
+      s.queued_bytes -= c.bytes.size();
+      const int i = c.stream == StreamId::kStdout ? 0 : 1;
+      s.consumed[i] += c.bytes.size();
+      // Return credit in quarter-window steps (few acks), and whenever the
+      // consumer has caught up (so the ring never waits on a partial step).
+      const std::uint64_t unacked = s.consumed[0] - s.acked[0] + s.consumed[1] - s.acked[1];
+      if (!s.exit && s.failed.ok() && unacked > 0 && (unacked >= s.window / 4 || s.queue.empty())) {
+        s.SendAck(false);
+      }
+      co_return std::optional<OutputChunk>(std::move(c));
+    }
+    if (s.eof[0] && s.eof[1]) co_return std::optional<OutputChunk>();
+    if (!s.failed.ok()) co_return s.failed;
+    co_await s.cond.Wait();
+  }
+}
+
+asio::awaitable<absl::StatusOr<ExitStatus>> Process::Wait() {
+  State& s = *state_;
+  while (true) {
+    if (s.exit) co_return *s.exit;
+    if (!s.failed.ok()) {
+      co_return absl::UnavailableError(absl::StrCat("exit not observed: ", std::string(s.failed.message())));
+    }
+    co_await s.cond.Wait();
+  }
+}
+
+}  // namespace tether
+
+namespace tether {
+
+asio::awaitable<absl::Status> Process::Signal(int signal) {
+  State& s = *state_;
+  if (signal <= 0 || signal >= 65) co_return absl::InvalidArgumentError(absl::StrCat(signal, " is not a signal"));
+  if (s.exit) co_return absl::NotFoundError("the process has exited");
+  if (!s.failed.ok()) co_return s.failed;
+  wire::Envelope env;
+  env.mutable_signal()->set_signal(signal);
+  s.session->Send(std::move(env));
+  co_return absl::OkStatus();
+}
+
+asio::awaitable<absl::Status> Process::Terminate(unsigned grace_ms) {
+  State& s = *state_;
+  if (s.exit) co_return absl::OkStatus();
+  if (!s.failed.ok()) co_return s.failed;
+  wire::Envelope env;
+  env.mutable_terminate()->set_grace_ms(grace_ms);
+  s.session->Send(std::move(env));
+  co_return absl::OkStatus();
+}
+
+}  // namespace tether

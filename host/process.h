@@ -1,0 +1,106 @@
+// The process API: one process inside a sandbox, exact and uniform on every
+// provider.
+//
+//   auto transport = *MakeLocalTransport(io.get_executor());
+//   StartOptions opts;
+//   opts.argv = {"sh", "-c", "cat; exit 3"};
+//   opts.stdin_pipe = true;
+//   auto p = co_await Process::Start(*transport, opts);      // StatusOr
+//   co_await (*p)->Write("bytes\0\xff");
+//   co_await (*p)->CloseStdin();
+//   while (auto chunk = co_await (*p)->Read()) {             // StatusOr<optional>
+//     if (!chunk.ok() || !*chunk) break;
+//     Consume((*chunk)->stream, (*chunk)->bytes);
+//   }
+//   auto exit = co_await (*p)->Wait();                        // code or signal
+//
+// A Process is driven from one executor (one io_context thread); its
+// coroutines must not be resumed from other threads. Output is flow
+// controlled end to end: a consumer that stops reading makes the child block
+// on its pipe, and nothing is lost.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "host/transport.h"
+
+namespace tether {
+
+inline constexpr std::size_t kMaxWriteBytes = 64 * 1024;          // per Write()
+inline constexpr std::size_t kDefaultOutputWindowBytes = 1 << 20;  // unread output credit
+
+struct StartOptions {
+  std::vector<std::string> argv;  // argv[0]: absolute path or a bare name from PATH
+  std::string cwd;                // empty: the sandbox's default directory
+  std::vector<std::pair<std::string, std::string>> env;  // on top of the base
+  bool inherit_env = true;  // base = the sandbox's environment minus credential-shaped names
+  bool stdin_pipe = false;  // else the child's stdin is /dev/null
+  std::size_t output_window_bytes = kDefaultOutputWindowBytes;
+};
+
+enum class StreamId { kStdout = 1, kStderr = 2 };
+
+struct OutputChunk {
+  StreamId stream;
+  std::uint64_t offset;  // of bytes[0] within its stream
+  std::string bytes;
+};
+
+struct ExitStatus {
+  std::optional<int> code;    // exited normally
+  std::optional<int> signal;  // terminated by this signal
+  bool core_dumped = false;
+  std::uint64_t user_us = 0, system_us = 0, max_rss_kib = 0;
+  // The shell convention: code, or 128 + signal.
+  int ShellStatus() const { return code ? *code : 128 + signal.value_or(0); }
+};
+
+class Process {
+ public:
+  // Installs the supervisor if needed, launches the child and attaches.
+  // kInvalidArgument for a bad request (nothing started); kNotFound /
+  // kPermissionDenied when the executable or cwd cannot be used.
+  static boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Start(
+      Transport& transport, StartOptions options);
+
+  ~Process();
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  // Writes exact bytes to the child's stdin (at most kMaxWriteBytes per call;
+  // waits for the supervisor's stdin window). kFailedPrecondition once stdin
+  // is closed or was never a pipe.
+  boost::asio::awaitable<absl::Status> Write(std::string_view bytes);
+  // Sends EOF after everything written so far. Idempotent.
+  boost::asio::awaitable<absl::Status> CloseStdin();
+  // The next chunk of output in arrival order (stdout and stderr kept apart
+  // by `stream`); nullopt once both streams have ended. One consumer.
+  boost::asio::awaitable<absl::StatusOr<std::optional<OutputChunk>>> Read();
+  // Waits for the confirmed exit. kUnavailable if the connection failed
+  // before the exit was observed (never a guessed status).
+  boost::asio::awaitable<absl::StatusOr<ExitStatus>> Wait();
+
+  // Sends `signal` to the child's process group. kNotFound once it exited.
+  boost::asio::awaitable<absl::Status> Signal(int signal);
+  // SIGTERM to the group, then SIGKILL after grace_ms if it is still alive.
+  // Returns once the request is sent; Wait() confirms the exit.
+  boost::asio::awaitable<absl::Status> Terminate(unsigned grace_ms);
+
+  // The child's pid inside the sandbox (also its process group id).
+  std::int32_t pid() const;
+
+  struct State;  // shared with the receive pump
+
+ private:
+  explicit Process(std::shared_ptr<State> state);
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace tether

@@ -1,0 +1,138 @@
+#include "host/session.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "tether/protocol/version.h"
+
+namespace tether {
+
+namespace asio = boost::asio;
+
+absl::Status StatusFromWireError(const wire::Error& e) {
+  const std::string msg = absl::StrCat("supervisor: ", e.message());
+  switch (e.code()) {
+    case wire::ERROR_STALE_GENERATION: return absl::AbortedError(msg);
+    case wire::ERROR_BUSY: return absl::UnavailableError(msg);
+    case wire::ERROR_UNAUTHENTICATED: return absl::UnauthenticatedError(msg);
+    case wire::ERROR_INVALID_ARGUMENT: return absl::InvalidArgumentError(msg);
+    case wire::ERROR_INPUT_CLOSED: return absl::FailedPreconditionError(msg);
+    case wire::ERROR_RESOURCE_EXHAUSTED: return absl::ResourceExhaustedError(msg);
+    case wire::ERROR_NOT_FOUND: return absl::NotFoundError(msg);
+    case wire::ERROR_LAUNCH_FAILED: return absl::NotFoundError(msg);
+    case wire::ERROR_CANCELLED: return absl::CancelledError(msg);
+    case wire::ERROR_UNSUPPORTED: return absl::UnimplementedError(msg);
+    case wire::ERROR_PROTOCOL: return absl::DataLossError(msg);
+    default: return absl::InternalError(msg);
+  }
+}
+
+std::shared_ptr<Session> Session::Create(asio::any_io_executor ex, std::unique_ptr<Channel> channel) {
+  return std::shared_ptr<Session>(new Session(std::move(ex), std::move(channel)));
+}
+
+Session::Session(asio::any_io_executor ex, std::unique_ptr<Channel> channel)
+    : ex_(std::move(ex)), channel_(std::move(channel)), buf_(new char[kSessionReadBytes]) {}
+
+Session::~Session() { channel_->Close(); }
+
+void Session::SendFrame(std::string frame) {
+  if (closed_) return;
+  outbox_.append(frame);
+  if (!writing_) {
+    writing_ = true;
+    asio::co_spawn(ex_, Writer(), asio::detached);
+  }
+}
+
+std::uint64_t Session::Send(wire::Envelope env) {
+  const std::uint64_t id = next_request_id_++;
+  env.set_generation(generation_);
+  env.set_request_id(id);
+  std::string frame;
+  protocol::AppendEnvelope(env, protocol::Compression::kNone, &frame);
+  SendFrame(std::move(frame));
+  return id;
+}
+
+asio::awaitable<void> Session::Writer() {
+  auto self = shared_from_this();
+  std::string batch;
+  while (!closed_ && !outbox_.empty()) {
+    batch.clear();
+    batch.swap(outbox_);
+    absl::Status st = co_await channel_->Write(batch);
+    if (!st.ok()) {
+      write_error_ = st;
+      break;
+    }
+  }
+  writing_ = false;
+}
+
+asio::awaitable<absl::StatusOr<wire::Welcome>> Session::Handshake(wire::Hello hello) {
+  hello.set_min_version(kProtocolVersion);
+  hello.set_max_version(kProtocolVersion);
+  wire::Envelope env;
+  *env.mutable_hello() = std::move(hello);
+  Send(std::move(env));
+  absl::StatusOr<wire::Envelope> reply = co_await Receive();
+  if (!reply.ok()) co_return reply.status();
+  if (reply->has_error()) co_return StatusFromWireError(reply->error());
+  if (!reply->has_welcome()) {
+    co_return absl::DataLossError(absl::StrCat("handshake: expected welcome, got ",
+                                               std::string(protocol::BodyName(*reply))));
+  }
+  if (reply->welcome().generation() == 0) {
+    co_return absl::DataLossError("handshake: welcome without a generation");
+  }
+  generation_ = reply->welcome().generation();
+  co_return std::move(*reply->mutable_welcome());
+}
+
+asio::awaitable<absl::StatusOr<wire::Envelope>> Session::Receive() {
+  wire::Envelope env;
+  while (true) {
+    if (closed_) co_return absl::UnavailableError("session closed");
+    absl::StatusOr<bool> got = decoder_.Next(&pending_, &env);
+    if (!got.ok()) {
+      Close();
+      co_return absl::DataLossError(absl::StrCat("corrupt stream from the supervisor: ",
+                                                 std::string(got.status().message())));
+    }
+    if (*got) co_return env;
+    absl::StatusOr<std::size_t> n = co_await channel_->ReadSome({buf_.get(), kSessionReadBytes});
+    if (!n.ok() || *n == 0) {
+      std::string diag = channel_->Diagnostics();
+      const bool mid_frame = !decoder_.idle();
+      Close();
+      co_return absl::UnavailableError(absl::StrCat(
+          "connection to the supervisor ended", mid_frame ? " in the middle of a frame" : "",
+          n.ok() ? "" : absl::StrCat(": ", std::string(n.status().message())),
+          diag.empty() ? "" : absl::StrCat("; its stderr: ", diag)));
+    }
+    pending_ = std::string_view(buf_.get(), *n);
+  }
+}
+
+asio::awaitable<void> Session::Drain(std::chrono::milliseconds limit) {
+  auto self = shared_from_this();
+  asio::steady_timer timer(ex_, limit);
+  timer.async_wait([self](boost::system::error_code ec) {
+    if (!ec) self->Close();
+  });
+  while ((co_await Receive()).ok()) {
+  }
+  timer.cancel();
+  Close();
+}
+
+void Session::Close() {
+  if (closed_) return;
+  closed_ = true;
+  channel_->Close();
+}
+
+}  // namespace tether

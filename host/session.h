@@ -1,0 +1,70 @@
+// Session: one attachment to a supervisor daemon through a Channel.
+//
+// Frames out go through one writer coroutine fed by a queue (so concurrent
+// requests never interleave bytes); frames in are decoded incrementally.
+// Handshake() sends Hello and returns the Welcome; from then on every
+// request carries the attachment's generation and a fresh request id.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "host/transport.h"
+#include "protocol/envelope.h"
+
+namespace tether {
+
+namespace wire = ::tether::wire;
+
+inline constexpr std::size_t kSessionReadBytes = 64 * 1024;
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  static std::shared_ptr<Session> Create(boost::asio::any_io_executor ex,
+                                         std::unique_ptr<Channel> channel);
+  ~Session();
+
+  // Queues raw frame bytes (the Launch frame, before the handshake).
+  void SendFrame(std::string frame);
+  // Stamps generation and a new request id, queues the frame; returns the id.
+  std::uint64_t Send(wire::Envelope env);
+  // Sends Hello and waits for Welcome. A supervisor Error becomes a Status
+  // with its message (kUnauthenticated, kUnavailable for BUSY, ...).
+  boost::asio::awaitable<absl::StatusOr<wire::Welcome>> Handshake(wire::Hello hello);
+  // The next envelope from the supervisor; kUnavailable once the channel
+  // ended or failed, kDataLoss / kInvalidArgument for a corrupt stream.
+  boost::asio::awaitable<absl::StatusOr<wire::Envelope>> Receive();
+  // Reads and discards until the supervisor ends the channel, or `limit`
+  // passes; then closes. Used after a final acknowledgement so that it
+  // reaches the supervisor before the channel goes away.
+  boost::asio::awaitable<void> Drain(std::chrono::milliseconds limit);
+  // Stops both directions; pending Receive() calls fail with kUnavailable.
+  void Close();
+  bool closed() const { return closed_; }
+  std::uint64_t generation() const { return generation_; }
+  std::string Diagnostics() const { return channel_->Diagnostics(); }
+
+ private:
+  Session(boost::asio::any_io_executor ex, std::unique_ptr<Channel> channel);
+  boost::asio::awaitable<void> Writer();
+
+  boost::asio::any_io_executor ex_;
+  std::unique_ptr<Channel> channel_;
+  std::string outbox_;
+  bool writing_ = false;
+  bool closed_ = false;
+  absl::Status write_error_;
+  std::uint64_t generation_ = 0;
+  std::uint64_t next_request_id_ = 1;
+  protocol::EnvelopeDecoder decoder_;
+  std::unique_ptr<char[]> buf_;
+  std::string_view pending_;  // undecoded bytes inside buf_
+};
+
+// Maps a supervisor Error to a Status a person can act on.
+absl::Status StatusFromWireError(const wire::Error& e);
+
+}  // namespace tether

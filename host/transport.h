@@ -1,0 +1,64 @@
+// Transport: what tether needs from a sandbox provider's native channel.
+//
+// A provider only has to run a command inside the sandbox with its stdin and
+// stdout connected as byte streams (Exec) and put a file there (PutFile).
+// Everything else (framing, offsets, acknowledgements, reattach) is built on
+// top by the session layer, identically for every provider.
+//
+// All calls run on one Asio executor; results are values, never exceptions.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tether {
+
+// One command running in the sandbox; its stdio as byte streams.
+class Channel {
+ public:
+  virtual ~Channel() = default;
+  // Reads some bytes of the command's stdout; 0 means EOF.
+  virtual boost::asio::awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) = 0;
+  // Writes all of `bytes` to the command's stdin.
+  virtual boost::asio::awaitable<absl::Status> Write(std::string_view bytes) = 0;
+  // Sends EOF to the command's stdin.
+  virtual void CloseWrite() = 0;
+  // Abandons the command: stops I/O and releases local resources. The
+  // supervisor's daemon survives; only this channel's bridge goes away.
+  virtual void Close() = 0;
+  // The last few KiB the command wrote to stderr, for error messages.
+  virtual std::string Diagnostics() const = 0;
+};
+
+// What the host learns about a sandbox before using it.
+struct SandboxInfo {
+  std::string arch;        // "x86_64" or "aarch64" (uname -m)
+  std::string state_root;  // private directory for supervisor state (absolute)
+  std::string bin_dir;     // where the supervisor binary is installed (absolute)
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string_view name() const = 0;
+  virtual boost::asio::any_io_executor executor() const = 0;
+  // Architecture and private paths inside the sandbox.
+  virtual boost::asio::awaitable<absl::StatusOr<SandboxInfo>> Probe() = 0;
+  // Runs argv (argv[0] an absolute path in the sandbox) with piped stdio.
+  virtual boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(
+      std::vector<std::string> argv) = 0;
+  // Installs `bytes` at `path` with `mode`, atomically (never a partial file
+  // at `path`). A file already there with the same content is left alone.
+  virtual boost::asio::awaitable<absl::Status> PutFile(std::string path, std::string_view bytes,
+                                                       int mode) = 0;
+};
+
+}  // namespace tether

@@ -600,10 +600,11 @@ void Daemon::ExitAcknowledged() {
 void Daemon::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
-  if (auto a = attachment_.lock()) a->Close();
+  // Files first: once the attachment closes, the host may look for them.
+  RemovePrivateDir(config_.state_dir);
   boost::system::error_code ec;
   acceptor_.close(ec);
-  RemovePrivateDir(config_.state_dir);
+  if (auto a = attachment_.lock()) a->Close();
   io_.stop();
 }
 
@@ -629,7 +630,11 @@ void Daemon::Start() {
   spec.cwd = l.cwd();
   spec.stdin_pipe = l.stdin_mode() == wire::STDIN_PIPE;
   absl::StatusOr<std::string> path = ResolveExecutable(spec.argv[0], spec.env, spec.cwd, l.resolve_relative());
-  if (!path.ok()) return Fail(wire::ERROR_LAUNCH_FAILED, path.status());
+  if (!path.ok()) {
+    return Fail(absl::IsInvalidArgument(path.status()) ? wire::ERROR_INVALID_ARGUMENT
+                                                       : wire::ERROR_LAUNCH_FAILED,
+                path.status());
+  }
   spec.path = *std::move(path);
   absl::StatusOr<Child> child = SpawnChild(spec);
   if (!child.ok()) return Fail(wire::ERROR_LAUNCH_FAILED, child.status());

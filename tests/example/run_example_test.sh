@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the build tree $1 into a scratch prefix, builds the example $2
+# against it with find_package(tether), and runs it with the installed
+# supervisors.
+set -euo pipefail
+build=$1 example=$2 config=${3:-Release}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cmake --install "$build" --prefix "$work/prefix" >/dev/null
+cmake -S "$example" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" \
+  -DCMAKE_BUILD_TYPE="${config:-Release}" -DCMAKE_CXX_FLAGS="${CXXFLAGS:-}" >/dev/null
+cmake --build "$work/build" >/dev/null
+supdir="$work/prefix/libexec/tether"
+if ! ls "$supdir"/tether-supervisor-* >/dev/null 2>&1; then
+  # A build without the musl supervisors installs none; use the test's copy.
+  supdir=${TETHER_SUPERVISOR_DIR:?no installed supervisors and no TETHER_SUPERVISOR_DIR}
+fi
+root=$(mktemp -d)
+chmod 700 "$root"
+TETHER_SUPERVISOR_DIR="$supdir" TETHER_LOCAL_ROOT="$root" "$work/build/embed"
+rm -rf "$root"

@@ -1,0 +1,381 @@
+// Integration tests of the process API: the local provider, the real
+// supervisor binary ($TETHER_SUPERVISOR_DIR), real child processes.
+#include "host/process.h"
+
+#include <doctest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <string>
+
+#include "host/local_transport.h"
+
+namespace tether {
+namespace {
+
+namespace asio = boost::asio;
+using asio::awaitable;
+
+// A private local sandbox per test; checks that nothing is left behind.
+class Sandbox {
+ public:
+  Sandbox() {
+    char tmpl[] = "/tmp/tether-host-test-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    root_ = tmpl;
+  }
+  ~Sandbox() {
+    std::error_code ec;
+    std::filesystem::remove_all(root_, ec);
+  }
+  const std::string& root() const { return root_; }
+
+  // Runs `body` with a fresh transport until every coroutine (including the
+  // process handles finishing in the background) is done.
+  void Run(std::function<awaitable<void>(Transport&)> body) {
+    asio::io_context io;
+    absl::StatusOr<std::unique_ptr<Transport>> t = MakeLocalTransport(io.get_executor(), {root_});
+    REQUIRE(t.ok());
+    bool finished = false;
+    asio::co_spawn(io, body(**t), [&](std::exception_ptr e) {
+      finished = true;
+      if (e) std::rethrow_exception(e);
+    });
+    io.run();
+    CHECK(finished);
+  }
+
+  // Private state of finished processes is removed.
+  std::size_t LeftoverStateDirs() const {
+    std::error_code ec;
+    std::size_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(root_ + "/run", ec)) {
+      (void)e;
+      ++n;
+    }
+    return n;
+  }
+
+ private:
+  std::string root_;
+};
+
+struct Output {
+  std::string out, err;
+  absl::Status status;
+};
+
+// Reads to the end of output; `stdout_from` is what the caller already read.
+awaitable<Output> ReadAll(Process& p, std::uint64_t stdout_from = 0) {
+  Output o;
+  std::uint64_t next[3] = {0, stdout_from, 0};
+  while (true) {
+    absl::StatusOr<std::optional<OutputChunk>> c = co_await p.Read();
+    if (!c.ok()) {
+      o.status = c.status();
+      break;
+    }
+    if (!*c) break;
+    const int s = static_cast<int>((*c)->stream);
+    CHECK((*c)->offset == next[s]);  // in order, no gap, no duplicate
+    next[s] += (*c)->bytes.size();
+    ((*c)->stream == StreamId::kStdout ? o.out : o.err) += (*c)->bytes;
+  }
+  co_return o;
+}
+
+// g++ 12 rejects braced lists of strings inside coroutines ("array used as
+// initializer"), so argument lists are built by this ordinary function.
+template <typename... A>
+std::vector<std::string> V(A&&... a) {
+  return std::vector<std::string>{std::string(std::forward<A>(a))...};
+}
+
+std::vector<std::pair<std::string, std::string>> E(std::string k, std::string v) {
+  return {{std::move(k), std::move(v)}};
+}
+
+awaitable<absl::StatusOr<std::unique_ptr<Process>>> Start(Transport& t, std::vector<std::string> argv,
+                                                          bool stdin_pipe = false) {
+  StartOptions o;
+  o.argv = std::move(argv);
+  o.stdin_pipe = stdin_pipe;
+  co_return co_await Process::Start(t, std::move(o));
+}
+
+std::string AllByteValues(std::size_t repeat) {
+  std::string s;
+  for (std::size_t r = 0; r < repeat; ++r) {
+    for (int b = 0; b < 256; ++b) s.push_back(static_cast<char>(b));
+  }
+  return s;
+}
+
+std::string RandomBytes(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+awaitable<absl::Status> WriteAll(Process& p, std::string_view data) {
+  while (!data.empty()) {
+    const std::size_t n = std::min(data.size(), kMaxWriteBytes);
+    if (absl::Status st = co_await p.Write(data.substr(0, n)); !st.ok()) co_return st;
+    data.remove_prefix(n);
+  }
+  co_return co_await p.CloseStdin();
+}
+
+TEST_CASE("stdout carries every byte value, NUL and invalid UTF-8 exactly, and the exit code") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto p = co_await Start(t, V("sh", "-c", "printf '\\000\\377\\300\\200abc'; printf 'err\\n' >&2; exit 7"));
+    REQUIRE(p.ok());
+    Output o = co_await ReadAll(**p);
+    CHECK(o.status.ok());
+    CHECK(o.out == std::string("\0\xff\xc0\x80" "abc", 7));
+    CHECK(o.err == "err\n");
+    absl::StatusOr<ExitStatus> e = co_await (*p)->Wait();
+    REQUIRE(e.ok());
+    CHECK(e->code == 7);
+    CHECK(!e->signal);
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);
+}
+
+TEST_CASE("stdin bytes of every value round-trip through cat, and EOF ends it") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto p = co_await Start(t, V("cat"), true);
+    REQUIRE(p.ok());
+    const std::string in = AllByteValues(64) + RandomBytes(300000, 1);
+    auto ex = co_await asio::this_coro::executor;
+    // Write and read concurrently: flow control in both directions.
+    asio::co_spawn(ex, [&]() -> awaitable<void> { CHECK((co_await WriteAll(**p, in)).ok()); },
+                   asio::detached);
+    Output o = co_await ReadAll(**p);
+    CHECK(o.status.ok());
+    CHECK(o.out.size() == in.size());
+    CHECK(o.out == in);
+    CHECK(o.err.empty());
+    auto e = co_await (*p)->Wait();
+    REQUIRE(e.ok());
+    CHECK(e->code == 0);
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);
+}
+
+TEST_CASE("stderr is kept apart from stdout, each in order") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto p = co_await Start(t, V("sh", "-c", "for i in $(seq 1 2000); do echo out$i; echo err$i >&2; done"));
+    REQUIRE(p.ok());
+    Output o = co_await ReadAll(**p);
+    std::string want_out, want_err;
+    for (int i = 1; i <= 2000; ++i) {
+      want_out += "out" + std::to_string(i) + "\n";
+      want_err += "err" + std::to_string(i) + "\n";
+    }
+    CHECK(o.out == want_out);
+    CHECK(o.err == want_err);
+    CHECK((co_await (*p)->Wait())->code == 0);
+  });
+}
+
+TEST_CASE("wc -c counts 256 KiB of stdin exactly") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto p = co_await Start(t, V("wc", "-c"), true);
+    REQUIRE(p.ok());
+    CHECK((co_await WriteAll(**p, RandomBytes(256 * 1024, 2))).ok());
+    Output o = co_await ReadAll(**p);
+    CHECK(o.out == "262144\n");
+  });
+}
+
+TEST_CASE("a closed stdin reads as EOF at once") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto p = co_await Start(t, V("wc", "-c"), false);
+    REQUIRE(p.ok());
+    CHECK(absl::IsFailedPrecondition(co_await (*p)->Write("x")));
+    Output o = co_await ReadAll(**p);
+    CHECK(o.out == "0\n");
+  });
+}
+
+TEST_CASE("a signal that ends the child is reported as the signal, not a code") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto p = co_await Start(t, V("sh", "-c", "kill -KILL $$"));
+    REQUIRE(p.ok());
+    co_await ReadAll(**p);
+    auto e = co_await (*p)->Wait();
+    REQUIRE(e.ok());
+    CHECK(!e->code);
+    CHECK(e->signal == 9);
+    CHECK(e->ShellStatus() == 137);
+  });
+}
+
+constexpr int kCodes[] = {0, 1, 2, 126, 127, 128, 200, 255};
+
+TEST_CASE("exit codes 0 through 255 pass through") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    for (int code : kCodes) {
+      auto p = co_await Start(t, V("sh", "-c", "exit " + std::to_string(code)));
+      REQUIRE(p.ok());
+      co_await ReadAll(**p);
+      auto e = co_await (*p)->Wait();
+      REQUIRE(e.ok());
+      CHECK(e->code == code);
+    }
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);
+}
+
+TEST_CASE("a slow reader gets every byte: the child waits instead of losing output") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    // 4 MiB is four times the supervisor's ring and the host's window.
+    auto p = co_await Start(t, V("sh", "-c", "head -c 4194304 /dev/zero | tr '\\0' 'z'"));
+    REQUIRE(p.ok());
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    std::size_t got = 0, reads = 0;
+    bool all_z = true;
+    while (true) {
+      auto c = co_await (*p)->Read();
+      REQUIRE(c.ok());
+      if (!*c) break;
+      got += (*c)->bytes.size();
+      all_z = all_z && (*c)->bytes.find_first_not_of('z') == std::string::npos;
+      if (++reads % 8 == 0) {
+        timer.expires_after(std::chrono::milliseconds(20));
+        co_await timer.async_wait(asio::use_awaitable);
+      }
+    }
+    CHECK(got == 4194304);
+    CHECK(all_z);
+    CHECK((co_await (*p)->Wait())->code == 0);
+  });
+}
+
+TEST_CASE("bad requests are rejected before anything starts") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    CHECK(absl::IsInvalidArgument((co_await Start(t, V())).status()));
+    CHECK(absl::IsInvalidArgument((co_await Start(t, V(""))).status()));
+    CHECK(absl::IsInvalidArgument((co_await Start(t, V(std::string("a\0b", 3)))).status()));
+    StartOptions o;
+    o.argv = V("true");
+    o.env = E("A=B", "x");
+    CHECK(absl::IsInvalidArgument((co_await Process::Start(t, o)).status()));
+    o.env = E("", "x");
+    CHECK(absl::IsInvalidArgument((co_await Process::Start(t, o)).status()));
+    o.env = E("A", std::string("x\0y", 3));
+    CHECK(absl::IsInvalidArgument((co_await Process::Start(t, o)).status()));
+  });
+}
+
+TEST_CASE("an executable that cannot be run gives a clear error and leaves nothing behind") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    absl::Status st = (co_await Start(t, V("tether-no-such-command"))).status();
+    CHECK(absl::IsNotFound(st));
+    CHECK(std::string(st.message()).find("tether-no-such-command") != std::string::npos);
+    CHECK(absl::IsNotFound((co_await Start(t, V("/nonexistent/bin/x"))).status()));
+    CHECK(absl::IsPermissionDenied((co_await Start(t, V("/etc/passwd"))).status()));
+    // A relative path with a slash is never resolved against an implicit cwd.
+    CHECK(absl::IsInvalidArgument((co_await Start(t, V("./x"))).status()));
+    StartOptions o;
+    o.argv = V("true");
+    o.cwd = "/nonexistent-dir";
+    CHECK(absl::IsNotFound((co_await Process::Start(t, o)).status()));
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);
+}
+
+TEST_CASE("the child gets exactly the requested argv, cwd and environment") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    ::setenv("TETHER_TEST_API_KEY", "leak", 1);
+    ::setenv("TETHER_TEST_PLAIN", "plain", 1);
+    ::setenv("SOME_TOKEN", "leak", 1);
+    StartOptions o;
+    o.argv = V("sh", "-c", "printf '%s|' \"$@\"; pwd; echo \"${SOME_TOKEN-unset} ${MY_SECRET-unset} ${PLAIN-unset}\"",
+               "sh", "a b", "", "\xff\x01");
+    o.cwd = "/tmp";
+    o.env = E("MY_SECRET", "passed");
+    o.env.emplace_back("PLAIN", "p=q");
+    auto p = co_await Process::Start(t, o);
+    REQUIRE(p.ok());
+    Output out = co_await ReadAll(**p);
+    CHECK(out.out == "a b||\xff\x01|/tmp\nunset passed p=q\n");
+    ::unsetenv("TETHER_TEST_API_KEY");
+    ::unsetenv("SOME_TOKEN");
+  });
+}
+
+TEST_CASE("writes are bounded and end at close_stdin") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto p = co_await Start(t, V("cat"), true);
+    REQUIRE(p.ok());
+    CHECK(absl::IsInvalidArgument(co_await (*p)->Write(std::string(kMaxWriteBytes + 1, 'x'))));
+    CHECK((co_await (*p)->Write("")).ok());  // checks input is still allowed
+    CHECK((co_await (*p)->Write("ab")).ok());
+    CHECK((co_await (*p)->CloseStdin()).ok());
+    CHECK((co_await (*p)->CloseStdin()).ok());  // idempotent
+    CHECK(absl::IsFailedPrecondition(co_await (*p)->Write("c")));
+    Output o = co_await ReadAll(**p);
+    CHECK(o.out == "ab");
+  });
+}
+
+TEST_CASE("terminate kills a child that ignores SIGTERM after the grace period") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto p = co_await Start(t, V("sh", "-c", "trap '' TERM; echo ready; while :; do sleep 1; done"));
+    REQUIRE(p.ok());
+    auto first = co_await (*p)->Read();
+    REQUIRE(first.ok());
+    REQUIRE(first->has_value());
+    CHECK((*first)->bytes == "ready\n");
+    CHECK((co_await (*p)->Terminate(200)).ok());
+    co_await ReadAll(**p, (*first)->bytes.size());
+    auto e = co_await (*p)->Wait();
+    REQUIRE(e.ok());
+    CHECK(e->signal == 9);
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);
+}
+
+TEST_CASE("signal reaches the child's process group") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto p = co_await Start(t, V("sh", "-c", "trap 'echo got-usr1; exit 3' USR1; echo ready; while :; do sleep 0.05; done"));
+    REQUIRE(p.ok());
+    auto first = co_await (*p)->Read();
+    REQUIRE(first.ok());
+    REQUIRE(first->has_value());
+    CHECK((co_await (*p)->Signal(SIGUSR1)).ok());
+    Output o = co_await ReadAll(**p, (*first)->bytes.size());
+    CHECK(o.out == "got-usr1\n");
+    CHECK((co_await (*p)->Wait())->code == 3);
+    CHECK(absl::IsInvalidArgument(co_await (*p)->Signal(0)));
+  });
+}
+
+}  // namespace
+}  // namespace tether

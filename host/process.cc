@@ -4,7 +4,9 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <deque>
 
 #include "absl/strings/escaping.h"
@@ -20,6 +22,7 @@ namespace asio = boost::asio;
 namespace {
 
 constexpr std::size_t kSecretBytes = 32;
+constexpr unsigned kDefaultLeaseMs = 30 * 1000;  // the supervisor's kLeaseMs
 constexpr std::size_t kLaunchIdBytes = 16;
 constexpr std::size_t kMinOutputWindowBytes = 128 * 1024;  // > one 64 KiB Output frame
 constexpr std::size_t kMaxOutputWindowBytes = 64u << 20;
@@ -95,12 +98,14 @@ int StreamIndex(wire::Stream s) {
 }  // namespace
 
 struct Process::State : std::enable_shared_from_this<Process::State> {
-  explicit State(const asio::any_io_executor& ex) : cond(ex), close_timer(ex) {}
+  explicit State(const asio::any_io_executor& ex) : cond(ex), close_timer(ex), ping_timer(ex) {}
 
   std::shared_ptr<Session> session;
   internal::Condition cond;  // notified on every state change
   asio::steady_timer close_timer;
+  asio::steady_timer ping_timer;  // cancelled at exit or failure
   std::int32_t pid = -1;
+  std::chrono::milliseconds ping_interval{10000};
 
   // Output, per stream index 0 (stdout) and 1 (stderr).
   std::deque<OutputChunk> queue;
@@ -124,6 +129,7 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
 
   void Fail(absl::Status st) {
     if (failed.ok()) failed = std::move(st);
+    ping_timer.cancel();
     session->Close();
     cond.NotifyAll();
   }
@@ -191,6 +197,7 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
         if (!eof[0] || !eof[1]) return absl::DataLossError("exit before the end of output");
         if (!exit) {
           exit = ToExitStatus(env.exit());
+          ping_timer.cancel();
           SendAck(true);
           // The daemon closes the attachment once it has the ack.
           close_timer.expires_after(kCloseAfterExitTimeout);
@@ -214,6 +221,21 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
     }
   }
 
+  // The supervisor frees an attachment that is silent for a lease; a quiet
+  // process (nothing to ack, no input) must not lose its attachment.
+  asio::awaitable<void> Keepalive() {
+    auto self = shared_from_this();
+    std::uint64_t nonce = 0;
+    while (!session->closed() && !exit) {
+      ping_timer.expires_after(ping_interval);
+      co_await ping_timer.async_wait(asio::as_tuple(asio::use_awaitable));
+      if (session->closed() || exit) break;
+      wire::Envelope env;
+      env.mutable_ping()->set_nonce(++nonce);
+      session->Send(std::move(env));
+    }
+  }
+
   asio::awaitable<void> Pump() {
     auto self = shared_from_this();
     while (true) {
@@ -230,6 +252,7 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
       cond.NotifyAll();
     }
     close_timer.cancel();
+    ping_timer.cancel();
     session->Close();
     cond.NotifyAll();
   }
@@ -269,6 +292,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Start(Transpo
   l->set_inherit_env(options.inherit_env);
   l->set_stdin_mode(options.stdin_pipe ? wire::STDIN_PIPE : wire::STDIN_CLOSED);
   l->set_state_dir(absl::StrCat(info->state_root, "/", launch_id));
+  l->set_lease_ms(options.lease_ms);
 
   // (a named vector: g++ 12 miscompiles braced temporaries in co_await operands)
   std::vector<std::string> command;
@@ -302,6 +326,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Start(Transpo
     co_return LaunchFailure(welcome->state().exit());
   }
   state->pid = welcome->state().pid();
+  state->ping_interval = std::chrono::milliseconds((options.lease_ms ? options.lease_ms : kDefaultLeaseMs) / 3);
   state->window = options.output_window_bytes;
   state->stdin_pipe = options.stdin_pipe;
   state->stdin_window = welcome->stdin_window_bytes();
@@ -310,6 +335,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Start(Transpo
                                                state->stdin_window, " bytes, below one write"));
   }
   asio::co_spawn(transport.executor(), state->Pump(), asio::detached);
+  asio::co_spawn(transport.executor(), state->Keepalive(), asio::detached);
   co_return std::unique_ptr<Process>(new Process(std::move(state)));
 }
 

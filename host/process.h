@@ -43,6 +43,9 @@ struct StartOptions {
   bool inherit_env = true;  // base = the sandbox's environment minus credential-shaped names
   bool stdin_pipe = false;  // else the child's stdin is /dev/null
   std::size_t output_window_bytes = kDefaultOutputWindowBytes;
+  // The supervisor drops an attachment that sends nothing for this long; the
+  // host pings at a third of it. 0: the supervisor's default (30 s).
+  unsigned lease_ms = 0;
 };
 
 enum class StreamId { kStdout = 1, kStderr = 2 };

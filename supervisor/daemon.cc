@@ -222,7 +222,8 @@ awaitable<void> Attachment::Lease() {
   auto self = shared_from_this();
   asio::steady_timer t(socket_.get_executor());
   while (!closed_) {
-    const auto limit = authenticated() ? milliseconds(kLeaseMs) : milliseconds(kHelloTimeoutMs);
+    const unsigned lease = daemon_.launch().lease_ms() ? daemon_.launch().lease_ms() : kLeaseMs;
+    const auto limit = authenticated() ? milliseconds(lease) : milliseconds(kHelloTimeoutMs);
     const auto deadline = last_request_ + limit;
     if (steady_clock::now() >= deadline) {
       Close();  // lost: no requests within the lease

@@ -361,6 +361,21 @@ TEST_CASE("terminate kills a child that ignores SIGTERM after the grace period")
   CHECK(sb.LeftoverStateDirs() == 0);
 }
 
+TEST_CASE("a quiet process keeps its attachment past the lease: the host pings") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    StartOptions o;
+    o.argv = V("sh", "-c", "sleep 2; echo done");
+    o.lease_ms = 600;
+    auto p = co_await Process::Start(t, o);
+    REQUIRE(p.ok());
+    Output out = co_await ReadAll(**p);
+    CHECK(out.status.ok());
+    CHECK(out.out == "done\n");
+    CHECK((co_await (*p)->Wait())->code == 0);
+  });
+}
+
 TEST_CASE("signal reaches the child's process group") {
   Sandbox sb;
   sb.Run([](Transport& t) -> awaitable<void> {

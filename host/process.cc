@@ -298,6 +298,11 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Start(Transpo
   std::vector<std::string> command;
   command.push_back(*supervisor);
   command.push_back("launch");
+  if (launch_env.ByteSizeLong() + 64 > protocol::kMaxPayloadBytes) {
+    co_return absl::InvalidArgumentError(absl::StrCat(
+        "argv, cwd and environment take ", launch_env.ByteSizeLong(), " bytes; the limit is ",
+        protocol::kMaxPayloadBytes - 64));
+  }
   absl::StatusOr<std::unique_ptr<Channel>> channel = co_await transport.Exec(std::move(command));
   if (!channel.ok()) co_return channel.status();
   auto state = std::make_shared<State>(transport.executor());

@@ -86,6 +86,12 @@ absl::StatusOr<Header> ParseHeaderBytes(const unsigned char* h) {
 
 // Decompresses one zstd frame whose declared size must fit kMaxPayloadBytes.
 absl::Status Decompress(std::string_view in, std::string* out) {
+  // Only a standard zstd frame: no skippable frames, no legacy formats.
+  if (in.size() < 4 || static_cast<unsigned char>(in[0]) != 0x28 ||
+      static_cast<unsigned char>(in[1]) != 0xB5 || static_cast<unsigned char>(in[2]) != 0x2F ||
+      static_cast<unsigned char>(in[3]) != 0xFD) {
+    return absl::DataLossError("frame: compressed payload is not a zstd frame (bad magic)");
+  }
   const unsigned long long declared = ZSTD_getFrameContentSize(in.data(), in.size());
   if (declared == ZSTD_CONTENTSIZE_ERROR) {
     return absl::DataLossError("frame: compressed payload is not a zstd frame");

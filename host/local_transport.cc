@@ -171,7 +171,10 @@ class LocalTransport final : public Transport {
     sigfillset(&all);
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    // Its own process group: a terminal's Ctrl-C (a signal to our whole
+    // group) is for us to forward to the child, not for the channel.
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
     std::vector<char*> args;
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -243,6 +246,10 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeLocalTransport(asio::any_io_execu
   }
   if (absl::Status st = EnsurePrivateDir(root); !st.ok()) return st;
   return std::unique_ptr<Transport>(new LocalTransport(std::move(ex), std::move(root)));
+}
+
+absl::StatusOr<std::unique_ptr<Transport>> MakeLocalTransport(asio::any_io_executor ex) {
+  return MakeLocalTransport(std::move(ex), LocalOptions{});
 }
 
 }  // namespace tether

@@ -75,6 +75,11 @@ int RunBridge(int sock, std::string upstream) {
     if (!down.empty()) p[1].events |= POLLOUT;
     if (!sock_eof && down.space() > 0) p[2].events |= POLLIN;
     if (!up.empty() && !shut_wr) p[2].events |= POLLOUT;
+    // An fd with nothing to wait for stays out: its POLLHUP or POLLERR would
+    // end every poll at once (a busy loop while a slow host drains stdout).
+    for (pollfd& q : p) {
+      if (q.events == 0) q.fd = -1;
+    }
     if (::poll(p, 3, -1) < 0) {
       if (errno == EINTR) continue;
       return 1;

@@ -90,6 +90,7 @@ void CloseFrom(int lowfd) {
   if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) fail(1);
   ::execve(spec.path.c_str(), argv, envp);
   fail(2);
+  ::_exit(127);
 }
 
 }  // namespace

@@ -104,6 +104,7 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   std::array<bool, kNumStreams> eof_sent_{};
   bool exit_sent_ = false;
   bool stdin_ack_dirty_ = false;
+  bool closing_ = false;  // a fatal error is queued: send control frames only, then Close()
   std::string control_;  // encoded control frames waiting for the writer
   steady_clock::time_point last_request_ = steady_clock::now();
 };
@@ -256,11 +257,10 @@ awaitable<void> Attachment::Reader() {
                           : st.code() == absl::StatusCode::kResourceExhausted
                               ? wire::ERROR_RESOURCE_EXHAUSTED
                               : wire::ERROR_PROTOCOL;
-        wire::Envelope err = ErrorEnvelope(code, std::string(st.message()), env.request_id(), true);
-        err.set_generation(generation_);
-        std::string out = protocol::EncodeEnvelope(err);
-        co_await asio::async_write(socket_, asio::buffer(out), kNoThrow);
-        Close();
+        // The writer sends it after its current batch, then closes: a second
+        // async_write on the socket would interleave with the writer's bytes.
+        Queue(ErrorEnvelope(code, std::string(st.message()), env.request_id(), true));
+        closing_ = true;
         co_return;
       }
     }
@@ -342,6 +342,7 @@ absl::Status Attachment::HandleAck(const wire::Ack& ack) {
 }
 
 absl::Status Attachment::Handle(const wire::Envelope& env) {
+  if (closing_) return absl::OkStatus();  // detached or failed: nothing more is read
   if (!authenticated()) {
     if (env.body_case() != wire::Envelope::kHello) {
       return absl::UnauthenticatedError(
@@ -400,7 +401,10 @@ absl::Status Attachment::Handle(const wire::Envelope& env) {
       return absl::OkStatus();
     }
     case wire::Envelope::kDetach:
-      Close();
+      // Explicit disconnect: the writer finishes its current frames (so the
+      // host never sees half a frame) and then frees the attachment.
+      closing_ = true;
+      wake_.Notify();
       return absl::OkStatus();
     case wire::Envelope::kHello:
       return absl::InvalidArgumentError("hello: already attached");
@@ -454,7 +458,7 @@ awaitable<void> Attachment::Writer() {
   while (!closed_) {
     batch.clear();
     batch.swap(control_);
-    if (authenticated()) {
+    if (authenticated() && !closing_) {
       if (stdin_ack_dirty_) {
         stdin_ack_dirty_ = false;
         wire::Envelope a;
@@ -467,6 +471,7 @@ awaitable<void> Attachment::Writer() {
       AppendOutput(&batch);
     }
     if (batch.empty()) {
+      if (closing_) break;  // the fatal error is out
       co_await wake_.Wait();
       continue;
     }
@@ -516,6 +521,7 @@ absl::StatusOr<std::uint64_t> Daemon::Attach(const std::shared_ptr<Attachment>& 
 void Daemon::Detached(const Attachment* a) {
   if (attachment_.lock().get() != a) return;
   attachment_.reset();
+  for (auto& s : streams_) s->space.Notify();  // a pump waiting for space evicts now
   if (exit_) ArmLinger();
 }
 
@@ -657,6 +663,13 @@ awaitable<void> Daemon::OutputPump(int i) {
   while (true) {
     std::span<char> space = s.ring.WritableSpan();
     if (space.empty()) {
+      if (generation_ > 0 && attachment_.expired()) {
+        // Detached (after a first attachment; before it, the launch's own
+        // Hello is on its way): keep the newest bytes, a page at a time; a
+        // reattaching host is told of the evicted range as an OutputGap.
+        s.ring.Evict(std::min(s.ring.size(), kMinRingBytes));
+        continue;
+      }
       co_await s.space.Wait();  // backpressure: the child blocks on its full pipe
       continue;
     }

@@ -1,0 +1,354 @@
+#!/usr/bin/env bash
+# End-to-end checks of `tether run` through the local provider: exact bytes,
+# exit statuses, usage errors, and that a run leaves nothing behind.
+#
+#   tests/cli/run_test.sh path/to/tether
+#
+# The supervisor binary is found the way the CLI finds it (set
+# TETHER_SUPERVISOR_DIR to a directory holding tether-supervisor-<arch>).
+# Prints one line per check; exits non-zero if any check fails.
+set -euo pipefail
+
+if [[ $# -ne 1 || ! -x $1 ]]; then
+  echo "usage: $0 PATH_TO_TETHER" >&2
+  exit 2
+fi
+TETHER=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/tether-cli-test.XXXXXX")
+TETHER_LOCAL_ROOT=$(mktemp -d "${TMPDIR:-/tmp}/tether-cli-root.XXXXXX")
+chmod 700 "$TETHER_LOCAL_ROOT"
+export TETHER_LOCAL_ROOT
+
+# Pids of supervisor processes installed under this run's sandbox root.
+supervisor_pids() {
+  local d argv0
+  for d in /proc/[0-9]*; do
+    argv0=
+    IFS= read -r -d '' argv0 2>/dev/null <"$d/cmdline" || true
+    if [[ $argv0 == "$TETHER_LOCAL_ROOT/bin/tether-supervisor"* ]]; then
+      echo "${d#/proc/}"
+    fi
+  done
+}
+
+# Children of process $1.
+children_of() {
+  local d stat
+  for d in /proc/[0-9]*; do
+    stat=
+    IFS= read -r stat 2>/dev/null <"$d/stat" || true
+    stat=${stat##*) }  # after the command name: state ppid ...
+    [[ $stat == ?" $1 "* ]] && echo "${d#/proc/}"
+  done
+}
+
+cleanup() {
+  local pid child
+  for pid in $(supervisor_pids); do
+    # A daemon left behind still owns a child in its own process group.
+    for child in $(children_of "$pid"); do kill -KILL -- "-$child" "$child" 2>/dev/null || true; done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  rm -rf "$WORK" "$TETHER_LOCAL_ROOT"
+}
+trap cleanup EXIT
+
+FAILED=0
+CHECKS=0
+pass() {
+  CHECKS=$((CHECKS + 1))
+  printf 'ok    %s\n' "$1"
+}
+fail() {
+  CHECKS=$((CHECKS + 1))
+  FAILED=$((FAILED + 1))
+  printf 'FAIL  %s\n' "$1"
+  shift
+  local line
+  for line in "$@"; do printf '        %s\n' "$line"; done
+}
+
+# run NAME [ARGS...]: runs `tether ARGS...` with stdin from $STDIN (default
+# /dev/null), stdout to $WORK/NAME.out, stderr to $WORK/NAME.err; sets
+# STATUS. Every run has a time limit so that a hang fails instead of blocking.
+STDIN=/dev/null
+run() {
+  local name=$1
+  shift
+  STATUS=0
+  timeout -k 5 120 "$TETHER" "$@" <"$STDIN" >"$WORK/$name.out" 2>"$WORK/$name.err" || STATUS=$?
+}
+
+# expect_status NAME WANT: the last run's status.
+expect_status() {
+  if [[ $STATUS -eq $2 ]]; then
+    pass "$1"
+  else
+    fail "$1" "exit status $STATUS, want $2" "stderr: $(head -c 500 "$WORK/$3.err" 2>/dev/null || true)"
+  fi
+}
+
+# same_file NAME GOT WANT: byte-for-byte comparison.
+same_file() {
+  if cmp -s "$2" "$3"; then
+    pass "$1"
+  else
+    fail "$1" "got:  $(od -An -c "$2" | head -c 300)" "want: $(od -An -c "$3" | head -c 300)"
+  fi
+}
+
+# ------------------------------------------------------------------ bytes
+
+run bytes run -- sh -c 'printf "\000\377"; echo err >&2; exit 7'
+printf '\000\377' >"$WORK/bytes.want"
+same_file "stdout holds exactly the bytes 0x00 0xff" "$WORK/bytes.out" "$WORK/bytes.want"
+printf 'err\n' >"$WORK/bytes.err.want"
+same_file "stderr holds exactly 'err\\n'" "$WORK/bytes.err" "$WORK/bytes.err.want"
+expect_status "the child's exit status 7 passes through" 7 bytes
+
+head -c 67108864 /dev/urandom >"$WORK/random.bin"
+want_sum=$(sha256sum <"$WORK/random.bin" | cut -d' ' -f1)
+STATUS=0
+timeout -k 5 300 "$TETHER" run -- cat <"$WORK/random.bin" 2>"$WORK/cat64.err" | sha256sum >"$WORK/cat64.sum" ||
+  STATUS=$?
+got_sum=$(cut -d' ' -f1 <"$WORK/cat64.sum")
+if [[ $STATUS -eq 0 && $got_sum == "$want_sum" ]]; then
+  pass "64 MiB of random bytes come back identical through cat"
+else
+  fail "64 MiB of random bytes come back identical through cat" "status $STATUS, sha256 $got_sum, want $want_sum" \
+    "stderr: $(head -c 500 "$WORK/cat64.err")"
+fi
+
+STATUS=0
+cat "$WORK/random.bin" | timeout -k 5 300 "$TETHER" run -- wc -c >"$WORK/wc64.out" 2>"$WORK/wc64.err" || STATUS=$?
+if [[ $STATUS -eq 0 && $(tr -d ' \n' <"$WORK/wc64.out") == 67108864 ]]; then
+  pass "wc -c counts 64 MiB of piped stdin exactly"
+else
+  fail "wc -c counts 64 MiB of piped stdin exactly" "status $STATUS, count '$(cat "$WORK/wc64.out")'" \
+    "stderr: $(head -c 500 "$WORK/wc64.err")"
+fi
+
+STATUS=0
+printf '' | timeout -k 5 60 "$TETHER" run -- wc -c >"$WORK/wc0.out" 2>"$WORK/wc0.err" || STATUS=$?
+if [[ $STATUS -eq 0 && $(tr -d ' \n' <"$WORK/wc0.out") == 0 ]]; then
+  pass "an empty piped stdin gives wc -c = 0"
+else
+  fail "an empty piped stdin gives wc -c = 0" "status $STATUS, count '$(cat "$WORK/wc0.out")'"
+fi
+
+STDIN=/dev/null run devnull run -- wc -c
+if [[ $STATUS -eq 0 && $(tr -d ' \n' <"$WORK/devnull.out") == 0 ]]; then
+  pass "stdin from /dev/null gives EOF at once"
+else
+  fail "stdin from /dev/null gives EOF at once" "status $STATUS, out '$(cat "$WORK/devnull.out")'" \
+    "stderr: $(head -c 500 "$WORK/devnull.err")"
+fi
+
+{
+  for i in $(seq 1 2000); do printf 'line %d \001\377\n' "$i"; done
+} >"$WORK/regular.in"
+STDIN=$WORK/regular.in run regular run -- cat
+same_file "stdin from a regular file comes through exactly" "$WORK/regular.out" "$WORK/regular.in"
+STDIN=/dev/null
+
+# Interleaved output on both streams: each stream exact and kept apart.
+script='i=0; while [ $i -lt 2000 ]; do echo "out $i"; echo "err $i" >&2; i=$((i+1)); done; printf "no newline"'
+sh -c "$script" >"$WORK/apart.out.want" 2>"$WORK/apart.err.want"
+run apart run -- sh -c "$script"
+same_file "stdout is exact and holds no stderr bytes" "$WORK/apart.out" "$WORK/apart.out.want"
+same_file "stderr is exact and holds no stdout bytes" "$WORK/apart.err" "$WORK/apart.err.want"
+
+# -------------------------------------------------------------- statuses
+
+for code in 0 1 255; do
+  run "exit$code" run -- sh -c "exit $code"
+  expect_status "exit status $code passes through" "$code" "exit$code"
+done
+
+run sigterm run -- sh -c 'kill -TERM $$'
+expect_status "a child ended by SIGTERM gives 143" 143 sigterm
+run sigkill run -- sh -c 'kill -KILL $$'
+expect_status "a child ended by SIGKILL gives 137" 137 sigkill
+
+run missing run -- tether-no-such-command-xyz
+if [[ $STATUS -eq 127 && -s $WORK/missing.err ]]; then
+  pass "a command not in PATH gives 127 and a message"
+else
+  fail "a command not in PATH gives 127 and a message" "status $STATUS" "stderr: $(cat "$WORK/missing.err")"
+fi
+run missing_abs run -- /nonexistent/tether-cmd
+if [[ $STATUS -eq 127 ]] && grep -q /nonexistent/tether-cmd "$WORK/missing_abs.err"; then
+  pass "a missing absolute command gives 127 and names it"
+else
+  fail "a missing absolute command gives 127 and names it" "status $STATUS" "stderr: $(cat "$WORK/missing_abs.err")"
+fi
+
+# ----------------------------------------------------------------- usage
+
+usage_check() {
+  local name=$1
+  shift
+  run "$name" "$@"
+  if [[ $STATUS -eq 2 ]] && grep -q '^usage: ' "$WORK/$name.err" && [[ ! -s $WORK/$name.out ]]; then
+    pass "'tether${*:+ $*}' exits 2 with a usage line on stderr"
+  else
+    fail "'tether${*:+ $*}' exits 2 with a usage line on stderr" "status $STATUS" \
+      "stderr: $(head -c 300 "$WORK/$name.err")"
+  fi
+}
+usage_check usage_none
+usage_check usage_run run
+usage_check usage_run_dashdash run --
+usage_check usage_bogus run --bogus -- true
+usage_check usage_env run --env NOEQUALS -- true
+usage_check usage_env_noname run --env =value -- true
+usage_check usage_env_missing run --env
+usage_check usage_provider run --provider nowhere -- true
+usage_check usage_frob frob
+
+run version --version
+if [[ $STATUS -eq 0 ]] && grep -Eq '^tether [0-9]+\.[0-9]+\.[0-9]+' "$WORK/version.out"; then
+  pass "tether --version prints a version ($(head -n1 "$WORK/version.out"))"
+else
+  fail "tether --version prints a version" "status $STATUS, out '$(cat "$WORK/version.out")'"
+fi
+
+# ------------------------------------------------------ environment, cwd
+
+run env run --env A=B --env C=x=y --env EMPTY= -- sh -c 'printf "%s|%s|%s" "$A" "$C" "${EMPTY-unset}"'
+if [[ $STATUS -eq 0 && $(cat "$WORK/env.out") == 'B|x=y|' ]]; then
+  pass "--env NAME=VALUE sets variables (values may hold '=' or be empty)"
+else
+  fail "--env NAME=VALUE sets variables" "status $STATUS, out '$(cat "$WORK/env.out")'"
+fi
+
+STATUS=0
+API_TOKEN=ambient timeout 60 "$TETHER" run -- sh -c 'printf "%s" "${API_TOKEN-scrubbed}"' >"$WORK/scrub.out" \
+  2>"$WORK/scrub.err" || STATUS=$?
+if [[ $STATUS -eq 0 && $(cat "$WORK/scrub.out") == scrubbed ]]; then
+  pass "credential-shaped ambient variables are scrubbed"
+else
+  fail "credential-shaped ambient variables are scrubbed" "status $STATUS, out '$(cat "$WORK/scrub.out")'"
+fi
+STATUS=0
+API_TOKEN=ambient timeout 60 "$TETHER" run --env API_TOKEN=given -- sh -c 'printf "%s" "$API_TOKEN"' \
+  >"$WORK/scrub2.out" 2>"$WORK/scrub2.err" || STATUS=$?
+if [[ $STATUS -eq 0 && $(cat "$WORK/scrub2.out") == given ]]; then
+  pass "a credential-shaped variable passed with --env reaches the child"
+else
+  fail "a credential-shaped variable passed with --env reaches the child" "status $STATUS, out '$(cat "$WORK/scrub2.out")'"
+fi
+
+run cwd run --cwd /tmp -- pwd -P
+if [[ $STATUS -eq 0 && $(cat "$WORK/cwd.out") == "$(cd /tmp && pwd -P)" ]]; then
+  pass "--cwd /tmp runs the child in /tmp"
+else
+  fail "--cwd /tmp runs the child in /tmp" "status $STATUS, out '$(cat "$WORK/cwd.out")'"
+fi
+run cwd_missing run --cwd /nonexistent-dir -- true
+if [[ $STATUS -ne 0 && -s $WORK/cwd_missing.err ]]; then
+  pass "a missing --cwd fails with a message (status $STATUS)"
+else
+  fail "a missing --cwd fails with a message" "status $STATUS"
+fi
+
+# ------------------------------------------------------------ closed pipe
+
+start=$(date +%s)
+STATUS=0
+timeout -k 5 60 "$TETHER" run -- yes 2>"$WORK/yes.err" | head -c 1 >"$WORK/yes.out" || STATUS=$?
+elapsed=$(($(date +%s) - start))
+if [[ $elapsed -le 10 && $(cat "$WORK/yes.out") == y ]]; then
+  pass "output into a closed pipe ends the run (in ${elapsed}s)"
+else
+  fail "output into a closed pipe ends the run" "took ${elapsed}s, pipeline status $STATUS" \
+    "stderr: $(head -c 300 "$WORK/yes.err")"
+fi
+
+# ---------------------------------------------------- signals, concurrency
+
+# A signal sent to tether goes to the child's process group, whether it is
+# sent to tether alone or, as a terminal's Ctrl-C does, to tether's whole
+# process group (which must not take the channel down with it).
+for target in pid group; do
+  for sig in INT TERM; do
+    name="sig-$target-$sig"
+    want=$((128 + $(kill -l "$sig")))
+    : >"$WORK/$name.out"
+    # setsid: tether leads its own process group (it does not fork: not a
+    # group leader already), so the group signal reaches only this run.
+    setsid "$TETHER" run -- sh -c 'echo started; exec sleep 30' >"$WORK/$name.out" 2>"$WORK/$name.err" </dev/null &
+    pid=$!
+    for _ in $(seq 1 100); do
+      grep -q started "$WORK/$name.out" && break
+      sleep 0.1
+    done
+    if [[ $target == pid ]]; then kill -"$sig" "$pid"; else kill -"$sig" -- "-$pid"; fi
+    for _ in $(seq 1 200); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    STATUS=0
+    wait "$pid" || STATUS=$?
+    expect_status "SIG$sig sent to tether's $target ends the child with it ($want)" "$want" "$name"
+  done
+done
+
+# Parallel runs (the supervisor install and the state directories are shared).
+head -c 1048576 /dev/urandom >"$WORK/one.bin"
+pids=()
+for i in 1 2 3 4; do
+  timeout -k 5 120 "$TETHER" run -- sh -c "cat; echo $i >&2" <"$WORK/one.bin" >"$WORK/par$i.out" \
+    2>"$WORK/par$i.err" &
+  pids+=($!)
+done
+ok=1
+for i in 1 2 3 4; do
+  st=0
+  wait "${pids[$((i - 1))]}" || st=$?
+  if [[ $st -ne 0 ]] || ! cmp -s "$WORK/par$i.out" "$WORK/one.bin" || [[ $(cat "$WORK/par$i.err") != "$i" ]]; then
+    ok=0
+  fi
+done
+if [[ $ok -eq 1 ]]; then
+  pass "four parallel runs each get their own exact bytes"
+else
+  fail "four parallel runs each get their own exact bytes" "$(for i in 1 2 3 4; do head -c 200 "$WORK/par$i.err"; done)"
+fi
+
+# The supervisor drops an attachment that is silent for its 30 s lease; an
+# idle child must still be waited for. Slow, so only with TETHER_CLI_SLOW=1.
+if [[ ${TETHER_CLI_SLOW:-0} == 1 ]]; then
+  run idle run -- sleep 40
+  expect_status "a child idle for longer than the 30 s lease is still waited for" 0 idle
+else
+  printf 'skip  a child idle for longer than the 30 s lease (set TETHER_CLI_SLOW=1)\n'
+fi
+
+# ----------------------------------------------------- nothing left behind
+
+leftovers() {
+  [[ -z $(supervisor_pids) ]] || return 1
+  [[ ! -d $TETHER_LOCAL_ROOT/run || -z $(ls -A "$TETHER_LOCAL_ROOT/run") ]] || return 1
+}
+for _ in $(seq 1 50); do
+  leftovers && break
+  sleep 0.1
+done
+if [[ ! -d $TETHER_LOCAL_ROOT/run || -z $(ls -A "$TETHER_LOCAL_ROOT/run") ]]; then
+  pass "no private state is left under \$TETHER_LOCAL_ROOT/run"
+else
+  fail "no private state is left under \$TETHER_LOCAL_ROOT/run" "$(ls -lA "$TETHER_LOCAL_ROOT/run")"
+fi
+pids=$(supervisor_pids)
+if [[ -z $pids ]]; then
+  pass "no tether-supervisor process of this run is left"
+else
+  fail "no tether-supervisor process of this run is left" \
+    "$(for p in $pids; do tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null; echo " (pid $p)"; done)"
+fi
+
+echo "$((CHECKS - FAILED))/$CHECKS checks passed"
+[[ $FAILED -eq 0 ]]

@@ -1,0 +1,1493 @@
+// Integration tests: the real native `tether-supervisor` binary (launch and
+// bridge) driven through pipes, speaking the framed protocol.
+//
+// $TETHER_TEST_SUPERVISOR, when set, names another supervisor binary to test
+// (the static musl one); by default the native build's is used.
+//
+// The test process makes itself a child subreaper, so every daemon (double
+// forked by `launch`) and every child it leaves behind is reparented to us:
+// each test ends by killing and reaping whatever is left.
+#include "supervisor/daemon.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <doctest.h>
+
+#include "protocol/envelope.h"
+#include "supervisor/launcher.h"
+#include "supervisor/output_ring.h"
+#include "supervisor/state_dir.h"
+#include "tests/supervisor/test_util.h"
+#include "tether/protocol/version.h"
+
+extern char** environ;
+
+namespace tether::supervisor {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+using testing::Contains;
+using testing::Eventually;
+using testing::kTimeout;
+using testing::PathExists;
+using testing::TempDir;
+using testing::WaitPid;
+
+// ------------------------------------------------------------- processes
+
+// The supervisor under test: the native build's, or $TETHER_TEST_SUPERVISOR
+// (for example a static musl build of the same tree).
+const char* SupervisorPath() {
+  const char* p = std::getenv("TETHER_TEST_SUPERVISOR");
+  return p != nullptr && *p != '\0' ? p : TETHER_NATIVE_SUPERVISOR;
+}
+
+// Reads a small /proc file; empty when it is gone.
+std::string ReadProcFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Fields of /proc/<pid>/stat after the command name: [0] is field 3
+// (state), [1] ppid, [2] pgrp, [3] session. Empty when the process is gone.
+std::vector<std::string> StatFields(pid_t pid) {
+  const std::string stat = ReadProcFile("/proc/" + std::to_string(pid) + "/stat");
+  const std::size_t close = stat.rfind(')');
+  if (close == std::string::npos) return {};
+  std::vector<std::string> out;
+  std::istringstream in(stat.substr(close + 2));
+  for (std::string f; in >> f;) out.push_back(f);
+  return out;
+}
+
+pid_t ParentOf(pid_t pid) {
+  std::vector<std::string> f = StatFields(pid);
+  return f.size() > 1 ? std::stoi(f[1]) : -1;
+}
+
+pid_t SessionOf(pid_t pid) {
+  std::vector<std::string> f = StatFields(pid);
+  return f.size() > 3 ? std::stoi(f[3]) : -1;
+}
+
+std::vector<pid_t> ChildrenOf(pid_t parent) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    const pid_t pid = std::stoi(name);
+    if (ParentOf(pid) == parent) out.push_back(pid);
+  }
+  return out;
+}
+
+// True while `pid` exists and is not a zombie.
+bool Alive(pid_t pid) {
+  std::vector<std::string> f = StatFields(pid);
+  return !f.empty() && f[0] != "Z";
+}
+
+// Kills and reaps every process left behind by a test: daemons and their
+// children are reparented to us (we are a subreaper), rounds repeat until
+// nothing is left.
+void KillStrays() {
+  for (int round = 0; round < 50; ++round) {
+    const std::vector<pid_t> kids = ChildrenOf(::getpid());
+    if (kids.empty()) break;
+    for (pid_t k : kids) ::kill(k, SIGKILL);
+    for (pid_t k : kids) WaitPid(k, milliseconds(2000));
+  }
+  testing::ReapAllChildren(milliseconds(100));
+}
+
+// ---------------------------------------------------------------- frames
+
+// What one attachment received, checked as it arrives: output offsets are
+// contiguous per stream, never beyond the granted window, nothing after a
+// stream's EOF, and Exit only after both EOFs.
+struct Transcript {
+  std::string data[2];            // stdout, stderr bytes received
+  std::uint64_t next[2] = {0, 0};  // next expected offset (starts at the resume point)
+  std::uint64_t acked[2] = {0, 0};
+  std::uint64_t window = kDefaultWindowBytes;
+  bool eof[2] = {false, false};
+  std::optional<wire::Exit> exit;
+  std::vector<wire::Error> errors;
+  std::vector<wire::OutputGap> gaps;
+  std::uint64_t stdin_acked = 0;
+  bool stdin_eof = false;
+  bool stdin_closed_by_child = false;
+  std::vector<wire::Envelope> others;  // welcome, pong, status, ...
+
+  void ResumeAt(std::uint64_t stdout_offset, std::uint64_t stderr_offset) {
+    next[0] = acked[0] = stdout_offset;
+    next[1] = acked[1] = stderr_offset;
+  }
+
+  void Apply(const wire::Envelope& env) {
+    switch (env.body_case()) {
+      case wire::Envelope::kOutput: {
+        const wire::Output& o = env.output();
+        REQUIRE((o.stream() == wire::STREAM_STDOUT || o.stream() == wire::STREAM_STDERR));
+        const int i = o.stream() == wire::STREAM_STDOUT ? 0 : 1;
+        REQUIRE_MESSAGE(!eof[i], "output after EOF on stream " << i);
+        REQUIRE_MESSAGE(o.offset() == next[i], "stream " << i << " offset " << o.offset() << ", expected "
+                                                          << next[i]);
+        REQUIRE_MESSAGE(o.offset() + o.data().size() <= acked[i] + window,
+                        "output beyond the window: " << o.offset() + o.data().size() << " > "
+                                                     << acked[i] << " + " << window);
+        data[i] += o.data();
+        next[i] += o.data().size();
+        if (o.eof()) eof[i] = true;
+        break;
+      }
+      case wire::Envelope::kOutputGap: {
+        const wire::OutputGap& g = env.output_gap();
+        const int i = g.stream() == wire::STREAM_STDOUT ? 0 : 1;
+        REQUIRE(g.from() == next[i]);
+        REQUIRE(g.to() > g.from());
+        next[i] = g.to();
+        acked[i] = std::max(acked[i], g.to());  // the supervisor's credit restarts after the gap
+        gaps.push_back(g);
+        break;
+      }
+      case wire::Envelope::kExit:
+        REQUIRE_MESSAGE((eof[0] && eof[1]), "exit before the EOF of both streams");
+        exit = env.exit();
+        break;
+      case wire::Envelope::kStdinAck:
+        REQUIRE(env.stdin_ack().offset() >= stdin_acked);
+        stdin_acked = env.stdin_ack().offset();
+        stdin_eof = stdin_eof || env.stdin_ack().eof();
+        stdin_closed_by_child = stdin_closed_by_child || env.stdin_ack().closed_by_child();
+        break;
+      case wire::Envelope::kError:
+        errors.push_back(env.error());
+        break;
+      default:
+        others.push_back(env);
+    }
+  }
+};
+
+// One `tether-supervisor ARGS...` process with its stdin and stdout (and
+// stderr, kept for messages) on pipes. Every read has a deadline.
+class Peer {
+ public:
+  explicit Peer(const std::vector<std::string>& args) {
+    int in[2], out[2], err[2];
+    REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
+    REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
+    REQUIRE(::pipe2(err, O_CLOEXEC) == 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    std::vector<std::string> argv_s = {SupervisorPath()};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int rc = ::posix_spawn(&pid_, argv[0], &fa, &attr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    ::close(in[0]);
+    ::close(out[1]);
+    ::close(err[1]);
+    in_ = in[1];
+    out_ = out[0];
+    err_ = err[0];
+    REQUIRE_MESSAGE(rc == 0, "posix_spawn " << SupervisorPath() << ": " << std::strerror(rc));
+    for (int fd : {in_, out_, err_}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  }
+
+  ~Peer() {
+    CloseStdin();
+    if (out_ >= 0) ::close(out_);
+    if (err_ >= 0) ::close(err_);
+    if (pid_ > 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      WaitPid(pid_, milliseconds(2000));
+    }
+  }
+
+  Peer(const Peer&) = delete;
+  Peer& operator=(const Peer&) = delete;
+
+  pid_t pid() const { return pid_; }
+  const std::string& stderr_text() const { return stderr_; }
+
+  // Writes all of `bytes`, reading the other direction meanwhile (so a full
+  // pipe on our side never deadlocks). False when the peer stopped reading.
+  bool Write(std::string_view bytes) {
+    const auto deadline = steady_clock::now() + kTimeout;
+    while (!bytes.empty()) {
+      REQUIRE(in_ >= 0);
+      const ssize_t n = ::write(in_, bytes.data(), bytes.size());
+      if (n > 0) {
+        bytes.remove_prefix(static_cast<std::size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EPIPE) return false;
+      REQUIRE_MESSAGE((n < 0 && errno == EAGAIN), "write: " << std::strerror(errno));
+      const auto left = std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now());
+      REQUIRE_MESSAGE(left.count() > 0, "write to the supervisor timed out");
+      pollfd p[3] = {{in_, POLLOUT, 0}, {out_, POLLIN, 0}, {err_, POLLIN, 0}};
+      ::poll(p, 3, static_cast<int>(left.count()));
+      if (p[1].revents) ReadSome(&out_, &pending_);
+      if (p[2].revents) ReadSome(&err_, &stderr_);
+    }
+    return true;
+  }
+
+  // Stamps the attachment's generation and a fresh request id, then sends.
+  std::uint64_t Send(wire::Envelope env) {
+    env.set_generation(generation);
+    env.set_request_id(next_request_id);
+    SendAsIs(env);
+    return next_request_id++;
+  }
+
+  // Sends `env` with the generation and request id it already has.
+  bool SendAsIs(const wire::Envelope& env) { return Write(protocol::EncodeEnvelope(env)); }
+
+  // The next envelope; kDeadlineExceeded after `timeout`, kUnavailable once
+  // the peer closed its stdout, the decoder's error for a corrupt stream.
+  absl::StatusOr<wire::Envelope> Receive(milliseconds timeout = kTimeout) {
+    const auto deadline = steady_clock::now() + timeout;
+    while (true) {
+      std::string_view in(pending_);
+      wire::Envelope env;
+      absl::StatusOr<bool> got = decoder_.Next(&in, &env);
+      pending_.erase(0, pending_.size() - in.size());
+      if (!got.ok()) return got.status();
+      if (*got) return env;
+      if (out_ < 0) {
+        if (!decoder_.idle()) return absl::DataLossError("the stream ended in the middle of a frame");
+        return absl::UnavailableError("closed");
+      }
+      const auto left = std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now());
+      if (left.count() <= 0) return absl::DeadlineExceededError("no frame from the supervisor in time");
+      pollfd p[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
+      ::poll(p, 2, static_cast<int>(left.count()));
+      if (p[0].revents) ReadSome(&out_, &pending_);
+      if (p[1].revents) ReadSome(&err_, &stderr_);
+    }
+  }
+
+  // Sends Hello (versions filled in unless set) and returns the reply; a
+  // Welcome sets this peer's generation.
+  absl::StatusOr<wire::Envelope> Hello(const std::string& secret, wire::Hello hello = {}) {
+    hello.set_secret(secret);
+    if (hello.max_version() == 0) {
+      hello.set_min_version(kProtocolVersion);
+      hello.set_max_version(kProtocolVersion);
+    }
+    wire::Envelope env;
+    *env.mutable_hello() = hello;
+    const std::uint64_t id = Send(env);
+    absl::StatusOr<wire::Envelope> reply = Receive();
+    if (reply.ok() && reply->has_welcome()) {
+      generation = reply->welcome().generation();
+      CHECK(reply->generation() == generation);
+      CHECK(reply->request_id() == id);
+    }
+    return reply;
+  }
+
+  // Receives one envelope into `t`; with auto_ack every Output is
+  // acknowledged at once (full credit back).
+  absl::Status Step(Transcript& t, bool auto_ack = true, milliseconds timeout = kTimeout) {
+    absl::StatusOr<wire::Envelope> env = Receive(timeout);
+    if (!env.ok()) return env.status();
+    if (generation != 0) CHECK(env->generation() == generation);
+    t.Apply(*env);
+    if (auto_ack && env->has_output() && !env->output().data().empty()) Ack(t);
+    return absl::OkStatus();
+  }
+
+  // Steps until `done(t)` holds.
+  absl::Status CollectUntil(Transcript& t, const std::function<bool(const Transcript&)>& done,
+                            bool auto_ack = true) {
+    while (!done(t)) {
+      if (absl::Status st = Step(t, auto_ack); !st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
+
+  // Steps until the peer closes its stdout; OK then.
+  absl::Status CollectUntilClosed(Transcript& t, bool auto_ack = false) {
+    while (true) {
+      absl::Status st = Step(t, auto_ack);
+      if (absl::IsUnavailable(st)) return absl::OkStatus();
+      if (!st.ok()) return st;
+    }
+  }
+
+  // Acknowledges everything `t` holds (and the exit, if asked).
+  void Ack(Transcript& t, bool exit = false) {
+    wire::Envelope env;
+    wire::Ack* a = env.mutable_ack();
+    a->set_stdout_offset(t.next[0]);
+    a->set_stderr_offset(t.next[1]);
+    a->set_window_bytes(t.window);
+    a->set_exit(exit);
+    t.acked[0] = t.next[0];
+    t.acked[1] = t.next[1];
+    Send(env);
+  }
+
+  void CloseStdin() {
+    if (in_ >= 0) ::close(in_);
+    in_ = -1;
+  }
+
+  // The process's wait status once it ends (nullopt: killed after kTimeout).
+  std::optional<int> WaitExit() {
+    std::optional<int> st = WaitPid(pid_);
+    exited_ = true;
+    return st;
+  }
+
+  std::uint64_t generation = 0;
+  std::uint64_t next_request_id = 1;
+
+ private:
+  static void ReadSome(int* fd, std::string* to) {
+    if (*fd < 0) return;
+    char buf[65536];
+    const ssize_t n = ::read(*fd, buf, sizeof buf);
+    if (n > 0) {
+      to->append(buf, static_cast<std::size_t>(n));
+    } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+      ::close(*fd);
+      *fd = -1;
+    }
+  }
+
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int in_ = -1, out_ = -1, err_ = -1;
+  std::string pending_;
+  std::string stderr_;
+  protocol::EnvelopeDecoder decoder_;
+};
+
+wire::Envelope Wrap(const wire::Launch& l) {
+  wire::Envelope env;
+  *env.mutable_launch() = l;
+  return env;
+}
+
+wire::Envelope StdinData(std::uint64_t offset, std::string_view data) {
+  wire::Envelope env;
+  env.mutable_stdin()->set_offset(offset);
+  env.mutable_stdin()->set_data(data.data(), data.size());
+  return env;
+}
+
+wire::Envelope StdinEof(std::uint64_t offset) {
+  wire::Envelope env;
+  env.mutable_stdin_eof()->set_offset(offset);
+  return env;
+}
+
+wire::Envelope Ping(std::uint64_t nonce) {
+  wire::Envelope env;
+  env.mutable_ping()->set_nonce(nonce);
+  return env;
+}
+
+wire::Envelope Detach() {
+  wire::Envelope env;
+  env.mutable_detach();
+  return env;
+}
+
+// A launched process and its first (launch) attachment.
+struct Attached {
+  std::unique_ptr<Peer> peer;
+  wire::Welcome welcome;
+};
+
+// Per test: a private temporary root for state directories, and cleanup of
+// every process the test leaves behind.
+class Sandbox {
+ public:
+  Sandbox() {
+    REQUIRE(::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
+    ::signal(SIGPIPE, SIG_IGN);
+  }
+  ~Sandbox() { KillStrays(); }
+
+  // A Launch of `argv` (environment: only PATH) with a fresh id, secret and
+  // state directory.
+  wire::Launch NewLaunch(const std::vector<std::string>& argv, bool stdin_pipe = true) {
+    ++count_;
+    wire::Launch l;
+    l.set_launch_id("launch-" + std::to_string(count_));
+    l.set_secret(testing::RandomBytes(32, static_cast<std::uint32_t>(::getpid() * 100 + count_)));
+    for (const std::string& a : argv) l.add_argv(a);
+    wire::EnvVar* path = l.add_env();
+    path->set_name("PATH");
+    path->set_value("/usr/bin:/bin");
+    l.set_inherit_env(false);
+    l.set_stdin_mode(stdin_pipe ? wire::STDIN_PIPE : wire::STDIN_CLOSED);
+    l.set_state_dir(tmp / ("run/" + l.launch_id()));
+    return l;
+  }
+
+  // Runs `launch`, sends the Launch and a Hello; requires a Welcome.
+  Attached Start(const wire::Launch& l, wire::Hello hello = {}) {
+    Attached a;
+    a.peer = std::make_unique<Peer>(std::vector<std::string>{"launch"});
+    REQUIRE(a.peer->SendAsIs(Wrap(l)));
+    absl::StatusOr<wire::Envelope> reply = a.peer->Hello(l.secret(), hello);
+    REQUIRE_MESSAGE(reply.ok(), reply.status().ToString() << "; stderr: " << a.peer->stderr_text());
+    REQUIRE_MESSAGE(reply->has_welcome(), reply->DebugString());
+    a.welcome = reply->welcome();
+    return a;
+  }
+
+  // `bridge DIR` to the launch's daemon; requires a Welcome.
+  std::unique_ptr<Peer> Attach(const wire::Launch& l, wire::Hello hello = {}, wire::Welcome* welcome = nullptr) {
+    auto p = std::make_unique<Peer>(std::vector<std::string>{"bridge", l.state_dir()});
+    absl::StatusOr<wire::Envelope> reply = p->Hello(l.secret(), hello);
+    REQUIRE_MESSAGE(reply.ok(), reply.status().ToString() << "; stderr: " << p->stderr_text());
+    REQUIRE_MESSAGE(reply->has_welcome(), reply->DebugString());
+    if (welcome) *welcome = reply->welcome();
+    return p;
+  }
+
+  TempDir tmp;
+
+ private:
+  int count_ = 0;
+};
+
+// The one error a peer gets before its connection closes.
+wire::Error ExpectFatalError(Peer& p) {
+  Transcript t;
+  absl::Status st = p.CollectUntilClosed(t);
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  REQUIRE_MESSAGE(t.errors.size() == 1, "errors: " << t.errors.size());
+  CHECK(t.errors[0].fatal());
+  CHECK(t.others.empty());
+  return t.errors[0];
+}
+
+std::string SeqOutput(int n) {
+  std::string out;
+  for (int i = 1; i <= n; ++i) out += std::to_string(i) + "\n";
+  return out;
+}
+
+// ------------------------------------------------------------------ tests
+
+TEST_CASE("a launch and a hello get a welcome with generation 1 and a running child") {
+  Sandbox sb;
+  const wire::Launch l = sb.NewLaunch({"/bin/cat"});
+  Attached a = sb.Start(l);
+  const wire::Welcome& w = a.welcome;
+  CHECK(w.generation() == 1);
+  CHECK(w.version() == kProtocolVersion);
+  CHECK(w.supervisor_version() == kTetherVersion);
+  CHECK(w.state().phase() == wire::ProcessState::PHASE_RUNNING);
+  CHECK(w.state().pid() > 0);
+  CHECK(w.state().pgid() == w.state().pid());
+  CHECK(w.stdin_window_bytes() == kStdinWindowBytes);
+  CHECK(w.max_frame_bytes() == protocol::kMaxFrameBytes);
+  CHECK_FALSE(w.state().has_exit());
+
+  // Private files: the directory 0700, the socket 0600.
+  struct stat st;
+  REQUIRE(::lstat(l.state_dir().c_str(), &st) == 0);
+  CHECK(S_ISDIR(st.st_mode));
+  CHECK((st.st_mode & 07777) == 0700);
+  REQUIRE(::lstat((l.state_dir() + "/" + kSocketName).c_str(), &st) == 0);
+  CHECK(S_ISSOCK(st.st_mode));
+  CHECK((st.st_mode & 07777) == 0600);
+
+  // The child leads its own session; the daemon left the launch call's
+  // session and is not the launch process.
+  const pid_t child = w.state().pid();
+  CHECK(SessionOf(child) == child);
+  const pid_t daemon = ParentOf(child);
+  REQUIRE(daemon > 0);
+  CHECK(daemon != a.peer->pid());
+  CHECK(SessionOf(daemon) != ::getsid(0));
+  CHECK(SessionOf(daemon) != daemon);  // not a session leader: it can never get a terminal
+
+  // The secret is in no argv and no environment.
+  for (pid_t p : {daemon, a.peer->pid(), child}) {
+    CAPTURE(p);
+    const std::string cmdline = ReadProcFile("/proc/" + std::to_string(p) + "/cmdline");
+    const std::string environ_text = ReadProcFile("/proc/" + std::to_string(p) + "/environ");
+    CHECK(!cmdline.empty());
+    CHECK(!Contains(cmdline, l.secret()));
+    CHECK(!Contains(environ_text, l.secret()));
+  }
+  // The child got exactly the requested environment.
+  CHECK(ReadProcFile("/proc/" + std::to_string(child) + "/environ") == std::string("PATH=/usr/bin:/bin\0", 19));
+}
+
+TEST_CASE("every byte value passes exactly through stdin, the child and stdout, with flow control both ways") {
+  Sandbox sb;
+  const wire::Launch l = sb.NewLaunch({"cat"});
+  wire::Hello hello;
+  hello.set_window_bytes(128 * 1024);
+  Attached a = sb.Start(l, hello);
+  Peer& p = *a.peer;
+  Transcript t;
+  t.window = 128 * 1024;
+
+  std::string input;
+  for (int i = 0; i < 256; ++i) input += testing::AllByteValues();
+  input += testing::RandomBytes((2 << 20) - input.size(), 7);
+  std::uint64_t sent = 0;
+  while (sent < input.size()) {
+    const std::size_t n = std::min<std::size_t>(64 * 1024 - 1, input.size() - sent);
+    if (sent + n - t.stdin_acked <= kStdinWindowBytes) {
+      p.Send(StdinData(sent, std::string_view(input).substr(sent, n)));
+      sent += n;
+    } else {
+      absl::Status st = p.Step(t);
+      REQUIRE_MESSAGE(st.ok(), st.ToString());
+    }
+  }
+  p.Send(StdinEof(sent));
+  absl::Status st = p.CollectUntil(t, [](const Transcript& t) { return t.exit.has_value(); });
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  CHECK(t.errors.empty());
+  CHECK(t.data[0].size() == input.size());
+  CHECK(t.data[0] == input);
+  CHECK(t.data[1].empty());
+  CHECK(t.exit->how_case() == wire::Exit::kCode);
+  CHECK(t.exit->code() == 0);
+  CHECK(t.gaps.empty());
+  // The last stdin ack may trail the exit; ask for the state.
+  wire::Envelope req;
+  req.mutable_status_request();
+  p.Send(req);
+  st = p.CollectUntil(t, [](const Transcript& t) { return !t.others.empty(); });
+  REQUIRE(st.ok());
+  CHECK(t.others.back().status().stdin_acked() == input.size());
+  CHECK(t.others.back().status().stdin_closed());
+}
+
+TEST_CASE("stdin EOF reaches the child and the exit code comes after all output of both streams") {
+  Sandbox sb;
+  const wire::Launch l = sb.NewLaunch({"sh", "-c", "cat; printf err >&2; exit 7"});
+  Attached a = sb.Start(l);
+  Peer& p = *a.peer;
+  p.Send(StdinData(0, "hello\n"));
+  p.Send(StdinEof(6));
+  Transcript t;
+  absl::Status st = p.CollectUntil(t, [](const Transcript& t) { return t.exit.has_value(); });
+  REQUIRE_MESSAGE(st.ok(), st.ToString());  // Apply checked Exit came after both EOFs
+  CHECK(t.data[0] == "hello\n");
+  CHECK(t.data[1] == "err");
+  CHECK(t.exit->how_case() == wire::Exit::kCode);
+  CHECK(t.exit->code() == 7);
+  CHECK_FALSE(t.exit->core_dumped());
+  CHECK(t.exit->rusage().max_rss_kib() > 0);
+  CHECK(t.stdin_acked == 6);
+  CHECK(t.stdin_eof);
+  CHECK(t.errors.empty());
+}
+
+TEST_CASE("a child killed by a signal reports the signal, not a code") {
+  Sandbox sb;
+  const wire::Launch l = sb.NewLaunch({"sh", "-c", "kill -TERM $$"}, /*stdin_pipe=*/false);
+  Attached a = sb.Start(l);
+  Transcript t;
+  absl::Status st = a.peer->CollectUntil(t, [](const Transcript& t) { return t.exit.has_value(); });
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  CHECK(t.exit->how_case() == wire::Exit::kSignal);
+  CHECK(t.exit->signal() == SIGTERM);
+}
+
+TEST_CASE("a wrong secret gets a fatal UNAUTHENTICATED error and no welcome") {
+  Sandbox sb;
+  const wire::Launch l = sb.NewLaunch({"cat"});
+  Peer launch({"launch"});
+  REQUIRE(launch.SendAsIs(Wrap(l)));
+  std::string wrong = l.secret();
+  wrong[5] ^= 1;
+  absl::StatusOr<wire::Envelope> reply = launch.Hello(wrong);
+  REQUIRE_MESSAGE(reply.ok(), reply.status().ToString());
+  REQUIRE(reply->has_error());
+  CHECK(reply->error().code() == wire::ERROR_UNAUTHENTICATED);
+  CHECK(reply->error().fatal());
+  CHECK(reply->generation() == 0);
+  Transcript t;
+  REQUIRE(launch.CollectUntilClosed(t).ok());
+  CHECK(t.others.empty());  // no Welcome, nothing else
+  REQUIRE(launch.WaitExit().has_value());
+
+  SUBCASE("a secret of another length") {
+    Peer b({"bridge", l.state_dir()});
+    reply = b.Hello(l.secret().substr(0, 16));
+    REQUIRE(reply.ok());
+    CHECK(reply->error().code() == wire::ERROR_UNAUTHENTICATED);
+  }
+  SUBCASE("a request before hello") {
+    Peer b({"bridge", l.state_dir()});
+    b.Send(Ping(1));
+    const wire::Error e = ExpectFatalError(b);
+    CHECK(e.code() == wire::ERROR_UNAUTHENTICATED);
+    CHECK(Contains(e.message(), "hello"));
+  }
+  // Failed attempts take no generation: the right secret gets the first.
+  wire::Welcome w;
+  std::unique_ptr<Peer> good = sb.Attach(l, {}, &w);
+  CHECK(w.generation() == 1);
+  CHECK(w.state().phase() == wire::ProcessState::PHASE_RUNNING);
+}
+
+TEST_CASE("a second attach while one is attached gets BUSY; after a detach the next attach gets generation 2") {
+  Sandbox sb;
+  const wire::Launch l = sb.NewLaunch({"cat"});
+  Attached a = sb.Start(l);
+  const pid_t child = a.welcome.state().pid();
+
+  Peer second({"bridge", l.state_dir()});
+  absl::StatusOr<wire::Envelope> reply = second.Hello(l.secret());
+  REQUIRE_MESSAGE(reply.ok(), reply.status().ToString());
+  REQUIRE(reply->has_error());
+  CHECK(reply->error().code() == wire::ERROR_BUSY);
+  CHECK(reply->error().fatal());
+  Transcript t2;
+  REQUIRE(second.CollectUntilClosed(t2).ok());
+  REQUIRE(second.WaitExit().has_value());
+
+  // The first attachment is unaffected.
+  const std::uint64_t id = a.peer->Send(Ping(42));
+  Transcript t;
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return !t.others.empty(); }).ok());
+  CHECK(t.others[0].pong().nonce() == 42);
+  CHECK(t.others[0].request_id() == id);
+
+  // Detach frees it at once: the launch call ends, the child keeps running.
+  a.peer->Send(Detach());
+  REQUIRE(a.peer->CollectUntilClosed(t).ok());
+  std::optional<int> launch_status = a.peer->WaitExit();
+  REQUIRE(launch_status.has_value());
+  CHECK(WIFEXITED(*launch_status));
+  CHECK(WEXITSTATUS(*launch_status) == 0);
+  CHECK(Alive(child));
+
+  wire::Welcome w;
+  std::unique_ptr<Peer> third = sb.Attach(l, {}, &w);
+  CHECK(w.generation() == 2);
+  CHECK(w.state().pid() == child);
+  // And it drives the same child.
+  third->Send(StdinData(0, "again"));
+  Transcript t3;
+  REQUIRE(third->CollectUntil(t3, [](const Transcript& t) { return t.data[0] == "again"; }).ok());
+}
+
+TEST_CASE("a frame with a stale generation is refused with a non-fatal STALE_GENERATION") {
+  Sandbox sb;
+  const wire::Launch l = sb.NewLaunch({"cat"});
+  Attached a = sb.Start(l);
+  a.peer->Send(Detach());
+  Transcript t1;
+  REQUIRE(a.peer->CollectUntilClosed(t1).ok());
+
+  std::unique_ptr<Peer> p = sb.Attach(l);
+  REQUIRE(p->generation == 2);
+  Transcript t;
+  for (std::uint64_t stale : {std::uint64_t{1}, std::uint64_t{0}, std::uint64_t{9}}) {
+    CAPTURE(stale);
+    wire::Envelope ping = Ping(7);
+    ping.set_generation(stale);
+    ping.set_request_id(100 + stale);
+    REQUIRE(p->SendAsIs(ping));
+    t.errors.clear();
+    REQUIRE(p->CollectUntil(t, [](const Transcript& t) { return !t.errors.empty(); }).ok());
+    CHECK(t.errors[0].code() == wire::ERROR_STALE_GENERATION);
+    CHECK_FALSE(t.errors[0].fatal());
+    CHECK(t.errors[0].request_id() == 100 + stale);
+  }
+  // Stdin of the old generation never reaches the child.
+  t.errors.clear();
+  wire::Envelope old = StdinData(0, "stale");
+  old.set_generation(1);
+  REQUIRE(p->SendAsIs(old));
+  p->Send(StdinData(0, "fresh"));
+  p->Send(Ping(8));
+  REQUIRE(p->CollectUntil(t, [](const Transcript& t) { return !t.others.empty() && t.data[0].size() >= 5; }).ok());
+  CHECK(t.others.back().pong().nonce() == 8);
+  CHECK(t.data[0] == "fresh");
+  CHECK(t.errors.size() == 1);  // the refused stdin
+}
+
+TEST_CASE("garbage bytes get a fatal PROTOCOL error and the connection closes; the child lives on") {
+  Sandbox sb;
+  const wire::Launch l = sb.NewLaunch({"cat"});
+  Attached a = sb.Start(l);
+  REQUIRE(a.peer->Write("this is not a frame\n"));
+  const wire::Error e = ExpectFatalError(*a.peer);
+  CHECK(e.code() == wire::ERROR_PROTOCOL);
+  CHECK(!e.message().empty());
+
+  SUBCASE("garbage before hello") {
+    Peer b({"bridge", l.state_dir()});
+    REQUIRE(b.Write(std::string("\x00\x01garbage", 9)));
+    CHECK(ExpectFatalError(b).code() == wire::ERROR_PROTOCOL);
+  }
+  SUBCASE("a frame length above kMaxFrameBytes") {
+    Peer b({"bridge", l.state_dir()});
+    const unsigned char header[8] = {protocol::kFrameMagic0, protocol::kFrameMagic1,
+                                     protocol::kFrameFormatVersion, 0, 0x7f, 0xff, 0xff, 0xff};
+    REQUIRE(b.Write(std::string(reinterpret_cast<const char*>(header), 8)));
+    CHECK(ExpectFatalError(b).code() == wire::ERROR_RESOURCE_EXHAUSTED);
+  }
+  SUBCASE("a body that is not an envelope") {
+    Peer b({"bridge", l.state_dir()});
+    REQUIRE(b.Write(protocol::EncodeFrame("\xff\xff\xff not protobuf")));
+    CHECK(ExpectFatalError(b).code() == wire::ERROR_PROTOCOL);
+  }
+  wire::Welcome w;
+  std::unique_ptr<Peer> p = sb.Attach(l, {}, &w);
+  CHECK(w.state().phase() == wire::ProcessState::PHASE_RUNNING);
+  CHECK(w.state().pid() == a.welcome.state().pid());
+}
+
+TEST_CASE("a protocol error while output is backed up still arrives as whole frames") {
+  Sandbox sb;
+  const wire::Launch l = sb.NewLaunch({"yes", "0123456789abcdefghijklmnopqrstuvwxyz"}, false);
+  wire::Hello hello;
+  hello.set_window_bytes(64u << 20);
+  Attached a = sb.Start(l, hello);
+  // Let the daemon's writer fill the socket, the bridge and our pipe.
+  std::this_thread::sleep_for(milliseconds(300));
+  REQUIRE(a.peer->Write("garbage!"));
+  std::this_thread::sleep_for(milliseconds(300));
+  Transcript t;
+  t.window = 64u << 20;
+  absl::Status st = a.peer->CollectUntilClosed(t);
+  CHECK_MESSAGE(st.ok(), "the stream broke: " << st.ToString() << " after " << t.data[0].size()
+                                               << " bytes of output");
+  REQUIRE(t.errors.size() == 1);
+  CHECK(t.errors[0].code() == wire::ERROR_PROTOCOL);
+}
+
+TEST_CASE("an invalid launch request starts nothing and says why") {
+  Sandbox sb;
+  SUBCASE("garbage instead of a Launch frame") {
+    Peer p({"launch"});
+    REQUIRE(p.Write("definitely not a frame"));
+    const wire::Error e = ExpectFatalError(p);
+    CHECK(e.code() == wire::ERROR_PROTOCOL);
+    std::optional<int> st = p.WaitExit();
+    REQUIRE(st.has_value());
+    CHECK(WEXITSTATUS(*st) == 1);
+  }
+  SUBCASE("a Hello instead of a Launch") {
+    Peer p({"launch"});
+    wire::Envelope hello;
+    hello.mutable_hello()->set_secret("x");
+    REQUIRE(p.SendAsIs(hello));
+    const wire::Error e = ExpectFatalError(p);
+    CHECK(Contains(e.message(), "launch"));
+  }
+  SUBCASE("stdin ends before a Launch frame") {
+    Peer p({"launch"});
+    p.CloseStdin();
+    ExpectFatalError(p);
+  }
+  SUBCASE("a bad launch id") {
+    wire::Launch l = sb.NewLaunch({"/bin/true"});
+    l.set_launch_id("../escape");
+    Peer p({"launch"});
+    REQUIRE(p.SendAsIs(Wrap(l)));
+    const wire::Error e = ExpectFatalError(p);
+    CHECK(e.code() == wire::ERROR_INVALID_ARGUMENT);
+    CHECK(Contains(e.message(), "launch id"));
+    CHECK(!PathExists(l.state_dir()));
+  }
+  SUBCASE("a state directory whose parent is not private") {
+    wire::Launch l = sb.NewLaunch({"/bin/true"});
+    const std::string parent = sb.tmp / "open";
+    REQUIRE(::mkdir(parent.c_str(), 0755) == 0);
+    REQUIRE(::chmod(parent.c_str(), 0755) == 0);
+    l.set_state_dir(parent + "/state");
+    Peer p({"launch"});
+    REQUIRE(p.SendAsIs(Wrap(l)));
+    const wire::Error e = ExpectFatalError(p);
+    CHECK(e.code() == wire::ERROR_INVALID_ARGUMENT);
+    CHECK(!PathExists(l.state_dir()));
+  }
+  CHECK(ChildrenOf(::getpid()).empty());  // no daemon was started
+}
+
+TEST_CASE("stdin within the advertised window is accepted and beyond it is RESOURCE_EXHAUSTED") {
+  Sandbox sb;
+  const wire::Launch l = sb.NewLaunch({"sleep", "30"});  // never reads its stdin
+  SUBCASE("one frame of exactly the window, then one more byte once the pipe is full") {
+    Attached a = sb.Start(l);
+    Peer& p = *a.peer;
+    p.Send(StdinData(0, std::string(kStdinWindowBytes, 'w')));
+    Transcript t;
+    p.Send(Ping(1));
+    REQUIRE(p.CollectUntil(t, [](const Transcript& t) { return !t.others.empty(); }).ok());
+    // Wait until the child's pipe is full and the acknowledgements settle.
+    while (p.Step(t, true, milliseconds(500)).ok()) {
+    }
+    REQUIRE(t.errors.empty());
+    REQUIRE(t.stdin_acked > 0);  // what the pipe took
+    // The window is counted from the acknowledged offset: exactly this much more fits.
+    const std::uint64_t room = t.stdin_acked;
+    p.Send(StdinData(kStdinWindowBytes, std::string(room, 'x')));
+    p.Send(Ping(2));
+    REQUIRE(p.CollectUntil(t, [](const Transcript& t) { return t.others.size() >= 2; }).ok());
+    CHECK(t.errors.empty());
+    p.Send(StdinData(kStdinWindowBytes + room, "y"));
+    const wire::Error e = ExpectFatalError(p);
+    CHECK(e.code() == wire::ERROR_RESOURCE_EXHAUSTED);
+    CHECK(Contains(e.message(), "window"));
+  }
+  SUBCASE("one frame above the window") {
+    Attached a = sb.Start(l);
+    a.peer->Send(StdinData(0, std::string(kStdinWindowBytes + 1, 'w')));
+    const wire::Error e = ExpectFatalError(*a.peer);
+    CHECK(e.code() == wire::ERROR_RESOURCE_EXHAUSTED);
+  }
+}
+
+TEST_CASE("an ack for output never sent is a fatal error") {
+  Sandbox sb;
+  const wire::Launch l = sb.NewLaunch({"sleep", "30"}, false);
+  Attached a = sb.Start(l);
+  wire::Envelope ack;
+  ack.mutable_ack()->set_stdout_offset(10);
+  a.peer->Send(ack);
+  const wire::Error e = ExpectFatalError(*a.peer);
+  CHECK(e.code() == wire::ERROR_PROTOCOL);
+  CHECK(Contains(e.message(), "ack"));
+
+  SUBCASE("on stderr") {
+    std::unique_ptr<Peer> p = sb.Attach(l);
+    wire::Envelope ack2;
+    ack2.mutable_ack()->set_stderr_offset(1);
+    p->Send(ack2);
+    CHECK(ExpectFatalError(*p).code() == wire::ERROR_PROTOCOL);
+  }
+  SUBCASE("an exit that was never reported") {
+    std::unique_ptr<Peer> p = sb.Attach(l);
+    wire::Envelope ack2;
+    ack2.mutable_ack()->set_exit(true);
+    p->Send(ack2);
+    const wire::Error e2 = ExpectFatalError(*p);
+    CHECK(Contains(e2.message(), "exit"));
+    CHECK(PathExists(l.state_dir()));  // nothing was cleaned up
+  }
+}
+
+TEST_CASE("a reattach resumes stdout from the host's offset without loss, and a gap is reported, never hidden") {
+  Sandbox sb;
+  const std::string expected = SeqOutput(100000);
+  const wire::Launch l = sb.NewLaunch({"seq", "1", "100000"}, false);
+  constexpr std::uint64_t kWindow = 64 * 1024;
+  wire::Hello hello;
+  hello.set_window_bytes(kWindow);
+  Attached a = sb.Start(l, hello);
+
+  // Read one window without acknowledging anything, then detach.
+  Transcript t1;
+  t1.window = kWindow;
+  REQUIRE(a.peer->CollectUntil(t1, [&](const Transcript& t) { return t.next[0] == kWindow; }, false).ok());
+  a.peer->Send(Detach());
+  REQUIRE(a.peer->CollectUntilClosed(t1).ok());
+  CHECK(t1.data[0].size() == kWindow);  // nothing beyond the credit
+  CHECK(t1.data[0] == expected.substr(0, kWindow));
+
+  // Resume where we are; acknowledge as we go.
+  hello.set_stdout_offset(t1.next[0]);
+  hello.clear_window_bytes();
+  wire::Welcome w;
+  std::unique_ptr<Peer> b = sb.Attach(l, hello, &w);
+  CHECK(w.generation() == 2);
+  Transcript t2;
+  t2.ResumeAt(t1.next[0], 0);
+  REQUIRE(b->CollectUntil(t2, [](const Transcript& t) { return t.exit.has_value(); }).ok());
+  CHECK(t2.gaps.empty());
+  CHECK(t1.data[0] + t2.data[0] == expected);
+  CHECK(t2.exit->code() == 0);
+
+  // Everything was acknowledged and freed: asking for it again yields a gap.
+  b->Send(Detach());
+  REQUIRE(b->CollectUntilClosed(t2).ok());
+  hello.set_stdout_offset(0);
+  std::unique_ptr<Peer> c = sb.Attach(l, hello, &w);
+  CHECK(w.generation() == 3);
+  CHECK(w.state().phase() == wire::ProcessState::PHASE_EXITED);
+  Transcript t3;
+  REQUIRE(c->CollectUntil(t3, [](const Transcript& t) { return t.exit.has_value(); }).ok());
+  REQUIRE(t3.gaps.size() == 1);
+  CHECK(t3.gaps[0].stream() == wire::STREAM_STDOUT);
+  CHECK(t3.gaps[0].from() == 0);
+  CHECK(t3.gaps[0].to() == expected.size());
+  CHECK(t3.data[0].empty());
+  CHECK(t3.exit->code() == 0);  // the exit record is repeated until acknowledged
+
+  SUBCASE("a resume offset beyond what was produced is refused") {
+    c->Send(Detach());
+    Transcript t4;
+    REQUIRE(c->CollectUntilClosed(t4).ok());
+    Peer d({"bridge", l.state_dir()});
+    hello.set_stdout_offset(expected.size() + 1);
+    absl::StatusOr<wire::Envelope> reply = d.Hello(l.secret(), hello);
+    REQUIRE(reply.ok());
+    REQUIRE(reply->has_error());
+    CHECK(reply->error().fatal());
+    CHECK(Contains(reply->error().message(), "resume offset"));
+  }
+}
+
+TEST_CASE("the exit record is kept while detached and delivered on reattach") {
+  Sandbox sb;
+  const wire::Launch l = sb.NewLaunch({"sh", "-c", "echo out; echo err >&2; exit 3"}, false);
+  Attached a = sb.Start(l);
+  a.peer->Send(Detach());
+  Transcript t1;
+  REQUIRE(a.peer->CollectUntilClosed(t1).ok());
+  REQUIRE(t1.errors.empty());
+
+  wire::Hello hello;
+  hello.set_stdout_offset(t1.next[0]);
+  hello.set_stderr_offset(t1.next[1]);
+  std::unique_ptr<Peer> b = sb.Attach(l, hello);
+  Transcript t2;
+  t2.ResumeAt(t1.next[0], t1.next[1]);
+  REQUIRE(b->CollectUntil(t2, [](const Transcript& t) { return t.exit.has_value(); }).ok());
+  CHECK(t1.data[0] + t2.data[0] == "out\n");
+  CHECK(t1.data[1] + t2.data[1] == "err\n");
+  CHECK(t2.exit->code() == 3);
+}
+
+TEST_CASE("a lost connection frees the attachment; the child keeps running") {
+  Sandbox sb;
+  const wire::Launch l = sb.NewLaunch({"cat"});
+  Attached a = sb.Start(l);
+  const pid_t child = a.welcome.state().pid();
+  ::kill(a.peer->pid(), SIGKILL);
+  REQUIRE(a.peer->WaitExit().has_value());
+  CHECK(Alive(child));
+  wire::Welcome w;
+  std::unique_ptr<Peer> b = sb.Attach(l, {}, &w);
+  CHECK(w.generation() == 2);
+  CHECK(w.state().pid() == child);
+  b->Send(StdinData(0, "still here"));
+  Transcript t;
+  REQUIRE(b->CollectUntil(t, [](const Transcript& t) { return t.data[0] == "still here"; }).ok());
+}
+
+TEST_CASE("the same launch id twice starts only one child") {
+  Sandbox sb;
+  const wire::Launch l = sb.NewLaunch({"cat"});
+  Attached a = sb.Start(l);
+  const pid_t child = a.welcome.state().pid();
+  const pid_t daemon = ParentOf(child);
+  a.peer->Send(Detach());
+  Transcript t;
+  REQUIRE(a.peer->CollectUntilClosed(t).ok());
+
+  // The same launch id and state directory, another command and secret.
+  wire::Launch again = l;
+  const std::string marker = sb.tmp / "second-child-ran";
+  again.clear_argv();
+  again.add_argv("/bin/sh");
+  again.add_argv("-c");
+  again.add_argv("touch " + marker);
+  again.set_secret(std::string(32, 'z'));
+
+  // Its secret does not replace the first one ...
+  {
+    Peer p({"launch"});
+    REQUIRE(p.SendAsIs(Wrap(again)));
+    absl::StatusOr<wire::Envelope> reply = p.Hello(again.secret());
+    REQUIRE_MESSAGE(reply.ok(), reply.status().ToString());
+    REQUIRE(reply->has_error());
+    CHECK(reply->error().code() == wire::ERROR_UNAUTHENTICATED);
+  }
+  // ... and with the first secret it reaches the first daemon and child.
+  Peer p({"launch"});
+  REQUIRE(p.SendAsIs(Wrap(again)));
+  absl::StatusOr<wire::Envelope> reply = p.Hello(l.secret());
+  REQUIRE_MESSAGE(reply.ok(), reply.status().ToString());
+  REQUIRE_MESSAGE(reply->has_welcome(), reply->DebugString());
+  CHECK(reply->welcome().state().pid() == child);
+  CHECK(reply->welcome().generation() == 2);
+  p.Send(Ping(1));
+  Transcript t2;
+  REQUIRE(p.CollectUntil(t2, [](const Transcript& t) { return !t.others.empty(); }).ok());
+  CHECK(!PathExists(marker));
+  CHECK(ChildrenOf(daemon) == std::vector<pid_t>{child});
+  // Only one daemon: ours has no other children but the first daemon and
+  // the launch calls.
+  for (pid_t k : ChildrenOf(::getpid())) {
+    if (k == daemon || k == p.pid()) continue;
+    CHECK_MESSAGE(!Alive(k), "unexpected process " << k << ": "
+                                                   << ReadProcFile("/proc/" + std::to_string(k) + "/cmdline"));
+  }
+}
+
+TEST_CASE("acknowledging the exit removes the private directory and ends the daemon") {
+  Sandbox sb;
+  const wire::Launch l = sb.NewLaunch({"sh", "-c", "echo bye"}, false);
+  Attached a = sb.Start(l);
+  const pid_t launch_pid = a.peer->pid();
+  Transcript t;
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return t.exit.has_value(); }).ok());
+  CHECK(t.data[0] == "bye\n");
+  std::vector<pid_t> daemons;
+  for (pid_t k : ChildrenOf(::getpid())) {
+    if (k != launch_pid) daemons.push_back(k);
+  }
+  REQUIRE(daemons.size() == 1);
+  CHECK(PathExists(l.state_dir()));
+
+  a.peer->Ack(t, /*exit=*/true);
+  REQUIRE(a.peer->CollectUntilClosed(t).ok());
+  CHECK(Eventually([&] { return !PathExists(l.state_dir()); }, milliseconds(2000)));
+  CHECK(PathExists(sb.tmp / "run"));  // only the launch's own directory goes
+  std::optional<int> st = WaitPid(daemons[0], milliseconds(2000));
+  REQUIRE(st.has_value());
+  CHECK(WIFEXITED(*st));
+  CHECK(WEXITSTATUS(*st) == 0);
+  st = a.peer->WaitExit();
+  REQUIRE(st.has_value());
+  CHECK(WIFEXITED(*st));
+  CHECK(WEXITSTATUS(*st) == 0);
+  CHECK(ChildrenOf(::getpid()).empty());
+}
+
+TEST_CASE("an exec failure is reported in the welcome and as an exit record") {
+  Sandbox sb;
+  SUBCASE("a missing executable") {
+    const wire::Launch l = sb.NewLaunch({"/nonexistent/tool", "arg"});
+    Attached a = sb.Start(l);
+    CHECK(a.welcome.state().phase() == wire::ProcessState::PHASE_FAILED);
+    CHECK(a.welcome.state().exit().failure() == wire::ERROR_LAUNCH_FAILED);
+    CHECK(a.welcome.state().exit().code() == 127);
+    CHECK(Contains(a.welcome.state().exit().message(), "/nonexistent/tool"));
+    Transcript t;
+    REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return t.exit.has_value(); }).ok());
+    CHECK(t.exit->failure() == wire::ERROR_LAUNCH_FAILED);
+    a.peer->Ack(t, true);
+    REQUIRE(a.peer->CollectUntilClosed(t).ok());
+    CHECK(Eventually([&] { return !PathExists(l.state_dir()); }, milliseconds(2000)));
+  }
+  SUBCASE("not in PATH") {
+    Attached a = sb.Start(sb.NewLaunch({"tether-no-such-tool"}));
+    CHECK(a.welcome.state().phase() == wire::ProcessState::PHASE_FAILED);
+    CHECK(a.welcome.state().exit().code() == 127);
+  }
+  SUBCASE("not executable") {
+    const std::string plain = sb.tmp / "plain";
+    REQUIRE(::close(::open(plain.c_str(), O_CREAT | O_WRONLY, 0644)) == 0);
+    Attached a = sb.Start(sb.NewLaunch({plain}));
+    CHECK(a.welcome.state().phase() == wire::ProcessState::PHASE_FAILED);
+    CHECK(a.welcome.state().exit().code() == 126);
+  }
+  SUBCASE("a missing cwd") {
+    wire::Launch l = sb.NewLaunch({"/bin/true"});
+    l.set_cwd(sb.tmp / "missing");
+    Attached a = sb.Start(l);
+    CHECK(a.welcome.state().phase() == wire::ProcessState::PHASE_FAILED);
+    CHECK(Contains(a.welcome.state().exit().message(), "chdir"));
+  }
+}
+
+TEST_CASE("ping gets a pong with the same nonce and request id, in order") {
+  Sandbox sb;
+  Attached a = sb.Start(sb.NewLaunch({"cat"}));
+  std::vector<std::uint64_t> ids;
+  for (std::uint64_t n : {std::uint64_t{1}, std::uint64_t{0}, ~std::uint64_t{0}}) ids.push_back(a.peer->Send(Ping(n)));
+  Transcript t;
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return t.others.size() == 3; }).ok());
+  CHECK(t.others[0].pong().nonce() == 1);
+  CHECK(t.others[1].pong().nonce() == 0);
+  CHECK(t.others[2].pong().nonce() == ~std::uint64_t{0});
+  for (int i = 0; i < 3; ++i) {
+    CHECK(t.others[i].request_id() == ids[i]);
+    CHECK(t.others[i].generation() == 1);
+  }
+}
+
+TEST_CASE("terminate kills a child that ignores SIGTERM after the grace period") {
+  Sandbox sb;
+  const wire::Launch l = sb.NewLaunch({"sh", "-c", "trap '' TERM; echo ready; sleep 30"}, false);
+  Attached a = sb.Start(l);
+  Transcript t;
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return t.data[0] == "ready\n"; }).ok());
+  constexpr unsigned kGraceMs = 300;
+  wire::Envelope term;
+  term.mutable_terminate()->set_grace_ms(kGraceMs);
+  const auto start = steady_clock::now();
+  a.peer->Send(term);
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return t.exit.has_value(); }).ok());
+  CHECK(steady_clock::now() - start >= milliseconds(kGraceMs));
+  CHECK(t.exit->how_case() == wire::Exit::kSignal);
+  CHECK(t.exit->signal() == SIGKILL);
+}
+
+TEST_CASE("terminate ends a child that honours SIGTERM with SIGTERM, and reaches its whole group") {
+  Sandbox sb;
+  const wire::Launch l = sb.NewLaunch({"sh", "-c", "sleep 30 & echo $!; wait"}, false);
+  Attached a = sb.Start(l);
+  Transcript t;
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return Contains(t.data[0], "\n"); }).ok());
+  const pid_t background = std::stoi(t.data[0]);
+  CHECK(Alive(background));
+  wire::Envelope term;
+  term.mutable_terminate()->set_grace_ms(20000);
+  a.peer->Send(term);
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return t.exit.has_value(); }).ok());
+  CHECK(t.exit->signal() == SIGTERM);
+  CHECK(Eventually([&] { return !Alive(background); }, milliseconds(2000)));
+}
+
+TEST_CASE("signal reaches the child's group; bad or late signals get non-fatal errors") {
+  Sandbox sb;
+  Attached a = sb.Start(sb.NewLaunch({"sleep", "30"}, false));
+  Transcript t;
+  for (int bad : {0, -1, 65, 1000}) {
+    CAPTURE(bad);
+    wire::Envelope sig;
+    sig.mutable_signal()->set_signal(bad);
+    const std::uint64_t id = a.peer->Send(sig);
+    t.errors.clear();
+    REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return !t.errors.empty(); }).ok());
+    CHECK(t.errors[0].code() == wire::ERROR_INVALID_ARGUMENT);
+    CHECK_FALSE(t.errors[0].fatal());
+    CHECK(t.errors[0].request_id() == id);
+  }
+  wire::Envelope sig;
+  sig.mutable_signal()->set_signal(SIGUSR1);
+  a.peer->Send(sig);
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return t.exit.has_value(); }).ok());
+  CHECK(t.exit->signal() == SIGUSR1);
+  a.peer->Send(sig);
+  t.errors.clear();
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return !t.errors.empty(); }).ok());
+  CHECK(t.errors[0].code() == wire::ERROR_NOT_FOUND);
+  CHECK_FALSE(t.errors[0].fatal());
+}
+
+TEST_CASE("a status request gets the running state with the pid") {
+  Sandbox sb;
+  Attached a = sb.Start(sb.NewLaunch({"cat"}));
+  a.peer->Send(StdinData(0, "abc"));
+  wire::Envelope req;
+  req.mutable_status_request();
+  Transcript t;
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return t.data[0] == "abc"; }).ok());
+  const std::uint64_t id = a.peer->Send(req);
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return !t.others.empty(); }).ok());
+  const wire::Envelope& reply = t.others[0];
+  REQUIRE(reply.has_status());
+  CHECK(reply.request_id() == id);
+  CHECK(reply.status().phase() == wire::ProcessState::PHASE_RUNNING);
+  CHECK(reply.status().pid() == a.welcome.state().pid());
+  CHECK(reply.status().pgid() == a.welcome.state().pid());
+  CHECK(reply.status().stdin_acked() == 3);
+  CHECK_FALSE(reply.status().stdin_closed());
+  CHECK_FALSE(reply.status().has_exit());
+}
+
+TEST_CASE("stdin on a process started with stdin closed gets a non-fatal INPUT_CLOSED") {
+  Sandbox sb;
+  Attached a = sb.Start(sb.NewLaunch({"sleep", "30"}, false));
+  CHECK(a.welcome.state().stdin_closed());
+  a.peer->Send(StdinData(0, "x"));
+  Transcript t;
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return !t.errors.empty(); }).ok());
+  CHECK(t.errors[0].code() == wire::ERROR_INPUT_CLOSED);
+  CHECK_FALSE(t.errors[0].fatal());
+  a.peer->Send(Ping(3));
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return !t.others.empty(); }).ok());
+}
+
+TEST_CASE("stdin after the child closed its end is acknowledged and dropped") {
+  Sandbox sb;
+  Attached a = sb.Start(sb.NewLaunch({"head", "-c", "5"}));
+  Peer& p = *a.peer;
+  p.Send(StdinData(0, "12345"));
+  Transcript t;
+  REQUIRE(p.CollectUntil(t, [](const Transcript& t) { return t.exit.has_value(); }).ok());
+  CHECK(t.data[0] == "12345");
+  p.Send(StdinData(5, "more"));
+  REQUIRE(p.CollectUntil(t, [](const Transcript& t) { return t.stdin_acked == 9; }).ok());
+  CHECK(t.stdin_closed_by_child);
+  p.Send(StdinData(9, "even more"));
+  REQUIRE(p.CollectUntil(t, [](const Transcript& t) { return t.stdin_acked == 18; }).ok());
+  CHECK(t.errors.empty());
+}
+
+TEST_CASE("a hello of another protocol version, or a second hello, is refused") {
+  Sandbox sb;
+  const wire::Launch l = sb.NewLaunch({"cat"});
+  {
+    Peer p({"launch"});
+    REQUIRE(p.SendAsIs(Wrap(l)));
+    wire::Hello hello;
+    hello.set_min_version(kProtocolVersion + 1);
+    hello.set_max_version(kProtocolVersion + 5);
+    absl::StatusOr<wire::Envelope> reply = p.Hello(l.secret(), hello);
+    REQUIRE(reply.ok());
+    REQUIRE(reply->has_error());
+    CHECK(reply->error().fatal());
+    CHECK(Contains(reply->error().message(), "protocol"));
+  }
+  std::unique_ptr<Peer> p = sb.Attach(l);
+  CHECK(p->generation == 1);
+  wire::Envelope hello;
+  hello.mutable_hello()->set_secret(l.secret());
+  p->Send(hello);
+  const wire::Error e = ExpectFatalError(*p);
+  CHECK(Contains(e.message(), "already"));
+}
+
+
+TEST_CASE("stdin replays are dropped by offset; a hole or a moved EOF is refused") {
+  Sandbox sb;
+  Attached a = sb.Start(sb.NewLaunch({"cat"}));
+  Peer& p = *a.peer;
+  p.Send(StdinData(0, "abc"));
+  p.Send(StdinData(0, "abc"));     // a duplicate
+  p.Send(StdinData(0, "abcdef"));  // a replay with new bytes after it
+  p.Send(StdinData(2, "cdefgh"));
+  p.Send(StdinData(8, ""));
+  Transcript t;
+  REQUIRE(p.CollectUntil(t, [](const Transcript& t) { return t.data[0].size() >= 8; }).ok());
+  CHECK(t.data[0] == "abcdefgh");
+  CHECK(t.errors.empty());
+  SUBCASE("a hole") {
+    p.Send(StdinData(100, "x"));
+    const wire::Error e = ExpectFatalError(p);
+    CHECK(e.code() == wire::ERROR_PROTOCOL);
+    CHECK(Contains(e.message(), "hole"));
+  }
+  SUBCASE("EOF at another offset than the bytes sent") {
+    p.Send(StdinEof(5));
+    const wire::Error e = ExpectFatalError(p);
+    CHECK(Contains(e.message(), "stdin_eof"));
+  }
+  SUBCASE("a repeated EOF is a replay; input after it is refused") {
+    p.Send(StdinEof(8));
+    p.Send(StdinEof(8));
+    REQUIRE(p.CollectUntil(t, [](const Transcript& t) { return t.exit.has_value(); }).ok());
+    CHECK(t.errors.empty());
+    p.Send(StdinData(8, "late"));
+    REQUIRE(p.CollectUntil(t, [](const Transcript& t) { return !t.errors.empty(); }).ok());
+    CHECK(t.errors[0].code() == wire::ERROR_INPUT_CLOSED);
+    CHECK_FALSE(t.errors[0].fatal());
+  }
+}
+
+TEST_CASE("a small ring wraps many times without losing or reordering bytes") {
+  Sandbox sb;
+  wire::Launch l = sb.NewLaunch({"seq", "1", "100000"}, false);
+  l.set_ring_bytes(kMinRingBytes);
+  wire::Hello hello;
+  hello.set_window_bytes(64 * 1024);
+  Attached a = sb.Start(l, hello);
+  Transcript t;
+  t.window = 64 * 1024;
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return t.exit.has_value(); }).ok());
+  CHECK(t.data[0] == SeqOutput(100000));
+  CHECK(t.exit->code() == 0);
+}
+
+TEST_CASE("zstd-compressed output decodes to the exact bytes") {
+  Sandbox sb;
+  Attached a = sb.Start(sb.NewLaunch({"seq", "1", "100000"}, false), [] {
+    wire::Hello h;
+    h.set_zstd(true);
+    return h;
+  }());
+  Transcript t;
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return t.exit.has_value(); }).ok());
+  CHECK(t.data[0] == SeqOutput(100000));
+}
+
+TEST_CASE("the daemon reaps orphaned descendants") {
+  Sandbox sb;
+  // The inner shell leaves a background sleep behind and exits: the sleep is
+  // reparented to the daemon (a subreaper), which must reap it.
+  Attached a = sb.Start(sb.NewLaunch({"sh", "-c", "sh -c 'sleep 0.3 >/dev/null & echo $!'; sleep 3"}, false));
+  Transcript t;
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return Contains(t.data[0], "\n"); }).ok());
+  const pid_t orphan = std::stoi(t.data[0]);
+  CHECK(Eventually([&] { return !PathExists("/proc/" + std::to_string(orphan)); }, milliseconds(3000)));
+}
+
+TEST_CASE("an unacknowledged exit record lingers for linger_ms, then the daemon cleans up") {
+  Sandbox sb;
+  wire::Launch l = sb.NewLaunch({"/bin/true"}, false);
+  l.set_linger_ms(200);
+  Attached a = sb.Start(l);
+  const pid_t launch_pid = a.peer->pid();
+  a.peer->Send(Detach());
+  Transcript t;
+  REQUIRE(a.peer->CollectUntilClosed(t).ok());
+  CHECK(Eventually([&] { return !PathExists(l.state_dir()); }, milliseconds(3000)));
+  for (pid_t k : ChildrenOf(::getpid())) {
+    if (k == launch_pid) continue;
+    CHECK(WaitPid(k, milliseconds(2000)).has_value());  // the daemon ends by itself
+  }
+}
+
+TEST_CASE("a bridge to a directory without a daemon says NOT_FOUND") {
+  Sandbox sb;
+  Peer p({"bridge", sb.tmp / "missing"});
+  const wire::Error e = ExpectFatalError(p);
+  CHECK(e.code() == wire::ERROR_NOT_FOUND);
+  std::optional<int> st = p.WaitExit();
+  REQUIRE(st.has_value());
+  CHECK(WEXITSTATUS(*st) == 1);
+}
+
+TEST_CASE("while detached the ring keeps the newest bytes, the child is not blocked, and the gap is reported") {
+  // DESIGN.md: "while detached, the ring keeps the newest bytes and a
+  // reattach resumes from the host's last offset. Only evicted bytes make an
+  // output gap, and the gap is reported, never hidden."
+  Sandbox sb;
+  const std::string marker = sb.tmp / "writer-finished";
+  const std::string expected = SeqOutput(20000);  // ~109 KB: more than the pipe and the ring hold
+  wire::Launch l = sb.NewLaunch({"sh", "-c", "seq 1 20000; touch " + marker}, false);
+  l.set_ring_bytes(kMinRingBytes);
+  Attached a = sb.Start(l);
+  a.peer->Send(Detach());
+  Transcript t1;
+  REQUIRE(a.peer->CollectUntilClosed(t1).ok());
+  CHECK_MESSAGE(Eventually([&] { return PathExists(marker); }, milliseconds(5000)),
+                "the detached child stayed blocked on its full stdout pipe");
+
+  wire::Hello hello;
+  hello.set_stdout_offset(t1.next[0]);
+  std::unique_ptr<Peer> b = sb.Attach(l, hello);
+  Transcript t2;
+  t2.ResumeAt(t1.next[0], 0);
+  REQUIRE(b->CollectUntil(t2, [](const Transcript& t) { return t.exit.has_value(); }).ok());
+  CHECK(t2.exit->code() == 0);
+  if (t1.data[0] != expected) {
+    REQUIRE(t2.gaps.size() == 1);
+    CHECK(t2.gaps[0].from() == t1.next[0]);
+    CHECK(t1.data[0] == expected.substr(0, t1.next[0]));
+    CHECK(t2.data[0] == expected.substr(t2.gaps[0].to()));
+    CHECK(t2.data[0].size() <= kMinRingBytes + 65536);
+  }
+}
+
+TEST_CASE("a bridge whose host is slow does not spin after the daemon closed the socket") {
+  Sandbox sb;
+  wire::Hello hello;
+  hello.set_window_bytes(64u << 20);
+  Attached a = sb.Start(sb.NewLaunch({"yes", "0123456789abcdefghijklmnopqrstuvwxyz"}, false), hello);
+  // Fill the socket, the bridge's buffer and our pipe; then end the attachment.
+  std::this_thread::sleep_for(milliseconds(300));
+  a.peer->Send(Detach());
+  std::this_thread::sleep_for(milliseconds(200));
+  auto cpu_ticks = [](pid_t pid) {
+    std::vector<std::string> f = StatFields(pid);
+    REQUIRE(f.size() > 12);
+    return std::stoll(f[11]) + std::stoll(f[12]);  // utime + stime
+  };
+  const long long before = cpu_ticks(a.peer->pid());
+  std::this_thread::sleep_for(milliseconds(1000));
+  const long long used = cpu_ticks(a.peer->pid()) - before;
+  const long long hz = ::sysconf(_SC_CLK_TCK);
+  CHECK_MESSAGE(used * 10 < hz * 3, "the bridge used " << used << " of " << hz
+                                                       << " clock ticks in one second waiting for the host");
+}
+
+
+TEST_CASE("a launch frame larger than one pipe read is reassembled") {
+  Sandbox sb;
+  std::vector<std::string> argv = {"sh", "-c", "echo $#; printf '%s' \"${2000}\" | wc -c", "sh"};
+  for (int i = 1; i <= 2000; ++i) argv.push_back(std::string(100, static_cast<char>('a' + i % 26)));
+  Attached a = sb.Start(sb.NewLaunch(argv, false));  // ~200 KB of Launch frame
+  Transcript t;
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return t.exit.has_value(); }).ok());
+  CHECK(t.data[0] == "2000\n100\n");
+  CHECK(t.data[1] == "");
+}
+
+TEST_CASE("an empty cwd means the directory of the launch call") {
+  Sandbox sb;
+  Attached a = sb.Start(sb.NewLaunch({"sh", "-c", "pwd -P"}, false));
+  Transcript t;
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return t.exit.has_value(); }).ok());
+  char* here = ::realpath(".", nullptr);
+  REQUIRE(here != nullptr);
+  CHECK(t.data[0] == std::string(here) + "\n");
+  std::free(here);
+}
+
+TEST_CASE("an inherited environment reaches the child without credential-shaped names") {
+  Sandbox sb;
+  // The launch call (and so the daemon) inherits our environment.
+  REQUIRE(::setenv("TETHER_TEST_PLAIN_VAR", "plain", 1) == 0);
+  REQUIRE(::setenv("PLAIN_VAR_FOR_TETHER_TEST", "plain", 1) == 0);
+  REQUIRE(::setenv("MY_API_KEY_FOR_TETHER_TEST", "secret", 1) == 0);
+  wire::Launch l = sb.NewLaunch({"sh", "-c", "printf '%s|%s|%s|%s' \"${PLAIN_VAR_FOR_TETHER_TEST-}\" "
+                                             "\"${MY_API_KEY_FOR_TETHER_TEST-scrubbed}\" "
+                                             "\"${TETHER_TEST_PLAIN_VAR-scrubbed}\" \"${GIVEN_TOKEN-}\""},
+                                false);
+  l.set_inherit_env(true);
+  wire::EnvVar* given = l.add_env();
+  given->set_name("GIVEN_TOKEN");
+  given->set_value("explicit");
+  Attached a = sb.Start(l);
+  ::unsetenv("TETHER_TEST_PLAIN_VAR");
+  ::unsetenv("PLAIN_VAR_FOR_TETHER_TEST");
+  ::unsetenv("MY_API_KEY_FOR_TETHER_TEST");
+  Transcript t;
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return t.exit.has_value(); }).ok());
+  CHECK(t.data[0] == "plain|scrubbed|scrubbed|explicit");
+}
+
+}  // namespace
+}  // namespace tether::supervisor

@@ -100,8 +100,8 @@ wire::Envelope Build(int kind, std::string_view data, std::string_view small, Nu
   if (num.Bool()) e.set_version(num.U32());  // AppendEnvelope must overwrite it
   switch (kind % 10) {
     case 0:
-      e.mutable_stdin()->set_offset(num.U64());
-      e.mutable_stdin()->set_data(std::string(data));
+      e.mutable_stdin_data()->set_offset(num.U64());
+      e.mutable_stdin_data()->set_data(std::string(data));
       break;
     case 1: {
       wire::Output* o = e.mutable_output();

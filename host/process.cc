@@ -361,8 +361,8 @@ asio::awaitable<absl::Status> Process::Write(std::string_view bytes) {
   }
   if (bytes.empty()) co_return absl::OkStatus();
   wire::Envelope env;
-  env.mutable_stdin()->set_offset(s.stdin_sent);
-  env.mutable_stdin()->set_data(bytes.data(), bytes.size());
+  env.mutable_stdin_data()->set_offset(s.stdin_sent);
+  env.mutable_stdin_data()->set_data(bytes.data(), bytes.size());
   s.stdin_sent += bytes.size();
   s.session->Send(std::move(env));
   co_return absl::OkStatus();

@@ -62,7 +62,7 @@ std::string_view BodyName(const wire::Envelope& env) {
     case wire::Envelope::kLaunch: return "launch";
     case wire::Envelope::kHello: return "hello";
     case wire::Envelope::kWelcome: return "welcome";
-    case wire::Envelope::kStdin: return "stdin";
+    case wire::Envelope::kStdinData: return "stdin";
     case wire::Envelope::kStdinEof: return "stdin_eof";
     case wire::Envelope::kOutput: return "output";
     case wire::Envelope::kOutputGap: return "output_gap";

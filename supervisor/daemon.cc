@@ -358,8 +358,8 @@ absl::Status Attachment::Handle(const wire::Envelope& env) {
     return absl::OkStatus();
   }
   switch (env.body_case()) {
-    case wire::Envelope::kStdin: {
-      absl::Status st = daemon_.AcceptStdin(env.stdin());
+    case wire::Envelope::kStdinData: {
+      absl::Status st = daemon_.AcceptStdin(env.stdin_data());
       if (absl::IsFailedPrecondition(st)) {
         Queue(ErrorEnvelope(wire::ERROR_INPUT_CLOSED, std::string(st.message()), env.request_id(), false));
         return absl::OkStatus();

@@ -71,8 +71,8 @@ std::vector<wire::Envelope> OneOfEachBody() {
         w->set_max_frame_bytes(kMaxFrameBytes);
       },
       [](wire::Envelope* e) {
-        e->mutable_stdin()->set_offset(12345);
-        e->mutable_stdin()->set_data(AllByteValues() + std::string(3, '\0'));
+        e->mutable_stdin_data()->set_offset(12345);
+        e->mutable_stdin_data()->set_data(AllByteValues() + std::string(3, '\0'));
       },
       [](wire::Envelope* e) { e->mutable_stdin_eof()->set_offset(12601); },
       [](wire::Envelope* e) {
@@ -192,13 +192,13 @@ TEST_CASE("round-trips an envelope of every body type, raw and with kAuto") {
 TEST_CASE("carries stdin with all 256 byte values and NUL exactly") {
   wire::Envelope e;
   const std::string data = std::string(1, '\0') + AllByteValues() + std::string(1, '\0');
-  e.mutable_stdin()->set_data(data);
-  e.mutable_stdin()->set_offset(0);
+  e.mutable_stdin_data()->set_data(data);
+  e.mutable_stdin_data()->set_offset(0);
   for (Compression c : {Compression::kNone, Compression::kAuto}) {
     const wire::Envelope out = RoundTrip(e, c);
-    REQUIRE(out.has_stdin());
-    CHECK(out.stdin().data() == data);
-    CHECK(out.stdin().data().size() == 258);
+    REQUIRE(out.has_stdin_data());
+    CHECK(out.stdin_data().data() == data);
+    CHECK(out.stdin_data().data().size() == 258);
   }
 }
 

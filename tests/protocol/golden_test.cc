@@ -54,8 +54,8 @@ std::string StdinPayload() {
   wire::Envelope e;
   e.set_version(1);
   e.set_request_id(2);
-  e.mutable_stdin()->set_offset(5);
-  e.mutable_stdin()->set_data(testing::AllByteValues());
+  e.mutable_stdin_data()->set_offset(5);
+  e.mutable_stdin_data()->set_data(testing::AllByteValues());
   return e.SerializeAsString();
 }
 

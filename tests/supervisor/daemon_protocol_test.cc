@@ -418,8 +418,8 @@ wire::Envelope Wrap(const wire::Launch& l) {
 
 wire::Envelope StdinData(std::uint64_t offset, std::string_view data) {
   wire::Envelope env;
-  env.mutable_stdin()->set_offset(offset);
-  env.mutable_stdin()->set_data(data.data(), data.size());
+  env.mutable_stdin_data()->set_offset(offset);
+  env.mutable_stdin_data()->set_data(data.data(), data.size());
   return env;
 }
 

@@ -1,0 +1,66 @@
+# Builds the stripped static tether-supervisor for each musl target as a
+# sub-build of this same source tree (TETHER_SUPERVISOR_ONLY=ON, the
+# toolchain and dependencies from packaging/setup.sh), and copies the results
+# to ${TETHER_SUPERVISOR_BIN_DIR}/tether-supervisor-<arch>.
+#
+# The sub-builds live in TETHER_MUSL_BUILD_ROOT, shared by every preset, and
+# run on every build (BUILD_ALWAYS): Ninja's own no-op check is cheap, and it
+# is what notices edits in protocol/ and supervisor/.
+include(ExternalProject)
+
+set(TETHER_MUSL_ARCHES x86_64 aarch64)
+set(TETHER_MUSL_BUILD_ROOT "${PROJECT_SOURCE_DIR}/build/musl" CACHE PATH
+    "Build trees of the static musl supervisors, shared by all presets")
+set(TETHER_SUPERVISOR_BIN_DIR "${CMAKE_BINARY_DIR}/supervisors")
+set_property(GLOBAL PROPERTY TETHER_SUPERVISOR_BIN_DIR "${TETHER_SUPERVISOR_BIN_DIR}")
+
+foreach(_arch IN LISTS TETHER_MUSL_ARCHES)
+  set(_toolchain "${TETHER_CACHE_DIR}/toolchain/${_arch}-linux-musl/toolchain.cmake")
+  if(NOT EXISTS "${_toolchain}")
+    message(FATAL_ERROR
+      "No musl toolchain at ${_toolchain}.\n"
+      "Run  TETHER_CACHE_DIR=${TETHER_CACHE_DIR} ${PROJECT_SOURCE_DIR}/packaging/setup.sh\n"
+      "(it installs Zig and builds the musl dependencies into that cache), "
+      "or configure with -DTETHER_MUSL_SUPERVISORS=OFF.")
+  endif()
+endforeach()
+
+find_program(TETHER_NINJA_EXECUTABLE ninja REQUIRED)
+
+set(_tether_supervisor_targets "")
+set(_tether_supervisor_bins "")
+foreach(_arch IN LISTS TETHER_MUSL_ARCHES)
+  set(_target "${_arch}-linux-musl")
+  set(_bin "${TETHER_SUPERVISOR_BIN_DIR}/tether-supervisor-${_arch}")
+  ExternalProject_Add(tether_supervisor_${_arch}
+    SOURCE_DIR "${PROJECT_SOURCE_DIR}"
+    BINARY_DIR "${TETHER_MUSL_BUILD_ROOT}/${_arch}"
+    CMAKE_GENERATOR Ninja
+    CMAKE_ARGS
+      "-DCMAKE_TOOLCHAIN_FILE=${TETHER_CACHE_DIR}/toolchain/${_target}/toolchain.cmake"
+      "-DCMAKE_MAKE_PROGRAM=${TETHER_NINJA_EXECUTABLE}"
+      -DTETHER_SUPERVISOR_ONLY=ON
+      -DCMAKE_BUILD_TYPE=MinSizeRel
+      "-DTETHER_MUSL_PREFIX=${TETHER_CACHE_DIR}/musl/${_target}"
+      "-DTETHER_MUSL_BOOST_INCLUDE=${TETHER_CACHE_DIR}/musl/boost-include"
+      "-DTETHER_CACHE_DIR=${TETHER_CACHE_DIR}"
+      -DTETHER_TESTS=OFF
+    BUILD_COMMAND "${CMAKE_COMMAND}" --build <BINARY_DIR> --target tether-supervisor
+    BUILD_ALWAYS ON
+    # Linked with -s (MuslDeps.cmake), so a plain copy is already stripped;
+    # copy_if_different keeps the mtime when nothing changed.
+    INSTALL_COMMAND "${CMAKE_COMMAND}" -E make_directory "${TETHER_SUPERVISOR_BIN_DIR}"
+      COMMAND "${CMAKE_COMMAND}" -E copy_if_different
+              <BINARY_DIR>/supervisor/tether-supervisor "${_bin}"
+    # The console pool runs one sub-build at a time (each one already uses
+    # every core) and shows its progress.
+    USES_TERMINAL_CONFIGURE ON
+    USES_TERMINAL_BUILD ON)
+  list(APPEND _tether_supervisor_targets tether_supervisor_${_arch})
+  list(APPEND _tether_supervisor_bins "${_bin}")
+endforeach()
+
+add_custom_target(tether_supervisors DEPENDS ${_tether_supervisor_targets})
+
+install(PROGRAMS ${_tether_supervisor_bins}
+        DESTINATION "${CMAKE_INSTALL_LIBEXECDIR}/tether")

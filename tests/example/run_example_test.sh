@@ -3,13 +3,15 @@
 # against it with find_package(tether), and runs it with the installed
 # supervisors.
 set -euo pipefail
-build=$1 example=$2 config=${3:-Release}
+# $4/$5: the build's compiler and linker flags (sanitizers must match).
+build=$1 example=$2 config=${3:-Release} cxxflags=${4:-} ldflags=${5:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
 cmake -S "$example" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" \
-  -DCMAKE_BUILD_TYPE="${config:-Release}" -DCMAKE_CXX_FLAGS="${CXXFLAGS:-}" >/dev/null
-cmake --build "$work/build" >/dev/null
+  -DCMAKE_BUILD_TYPE="${config:-Release}" -DCMAKE_CXX_FLAGS="$cxxflags" \
+  -DCMAKE_EXE_LINKER_FLAGS="$ldflags" >/dev/null
+cmake --build "$work/build" >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 supdir="$work/prefix/libexec/tether"
 if ! ls "$supdir"/tether-supervisor-* >/dev/null 2>&1; then
   # A build without the musl supervisors installs none; use the test's copy.

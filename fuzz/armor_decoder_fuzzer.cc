@@ -28,6 +28,7 @@
 
 #include "protocol/armor.h"
 #include "protocol/crc32c.h"
+#include "fuzz/fuzz_util.h"
 #include "protocol/envelope.h"
 #include "protocol/frame.h"
 
@@ -48,27 +49,8 @@ using tether::protocol::kArmorMarkerToHost;
 using tether::protocol::kArmorMarkerToSupervisor;
 using tether::protocol::ParseEnvelope;
 
-[[noreturn]] void Fail(const char* what) {
-  std::fprintf(stderr, "armor_decoder_fuzzer: invariant failed: %s\n", what);
-  std::abort();
-}
-#define FUZZ_CHECK(cond) \
-  do {                   \
-    if (!(cond)) Fail(#cond); \
-  } while (0)
-
-struct Splitter {
-  std::string_view sizes;
-  std::size_t next = 0;
-  bool last_empty = false;
-  std::size_t Size(std::size_t remaining) {
-    if (sizes.empty()) return remaining;
-    std::size_t n = static_cast<unsigned char>(sizes[next++ % sizes.size()]);
-    if (n == 0 && last_empty) n = 1;
-    last_empty = n == 0;
-    return n < remaining ? n : remaining;
-  }
-};
+constexpr char kFuzzTarget[] = "armor_decoder_fuzzer";
+using tether::fuzz::Splitter;
 
 struct Run {
   std::vector<std::string> frames;

@@ -25,6 +25,7 @@
 
 #include <google/protobuf/stubs/logging.h>
 
+#include "fuzz/fuzz_util.h"
 #include "protocol/envelope.h"
 #include "protocol/frame.h"
 
@@ -40,29 +41,8 @@ using tether::protocol::kMaxPayloadBytes;
 using tether::protocol::ParseEnvelope;
 namespace wire = tether::protocol::wire;
 
-[[noreturn]] void Fail(const char* what) {
-  std::fprintf(stderr, "frame_decoder_fuzzer: invariant failed: %s\n", what);
-  std::abort();
-}
-#define FUZZ_CHECK(cond) \
-  do {                   \
-    if (!(cond)) Fail(#cond); \
-  } while (0)
-
-// Chunk sizes taken cyclically from `sizes`; an empty feed (0) is never
-// repeated, so the stream always makes progress.
-struct Splitter {
-  std::string_view sizes;
-  std::size_t next = 0;
-  bool last_empty = false;
-  std::size_t Size(std::size_t remaining) {
-    if (sizes.empty()) return remaining;
-    std::size_t n = static_cast<unsigned char>(sizes[next++ % sizes.size()]);
-    if (n == 0 && last_empty) n = 1;
-    last_empty = n == 0;
-    return n < remaining ? n : remaining;
-  }
-};
+constexpr char kFuzzTarget[] = "frame_decoder_fuzzer";
+using tether::fuzz::Splitter;
 
 struct FrameRun {
   std::vector<std::string> payloads;

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fuzz/fuzz_util.h"
 #include "protocol/envelope.h"
 #include "protocol/frame.h"
 #include "tether/protocol/version.h"
@@ -30,14 +31,8 @@ using tether::protocol::EnvelopeDecoder;
 using tether::protocol::kMaxPayloadBytes;
 namespace wire = tether::protocol::wire;
 
-[[noreturn]] void Fail(const char* what) {
-  std::fprintf(stderr, "roundtrip_fuzzer: invariant failed: %s\n", what);
-  std::abort();
-}
-#define FUZZ_CHECK(cond) \
-  do {                   \
-    if (!(cond)) Fail(#cond); \
-  } while (0)
+constexpr char kFuzzTarget[] = "roundtrip_fuzzer";
+using tether::fuzz::Splitter;
 
 // Data bytes per envelope: the 64 KiB output chunk limit, and repeated up to
 // 32 KiB (for the compression path) in bodies with one bytes field. A Launch
@@ -224,7 +219,7 @@ std::vector<std::string> Decode(std::string_view stream, std::uint32_t seed, std
       absl::StatusOr<bool> r = dec.Next(&in, &env);
       if (!r.ok()) {
         std::fprintf(stderr, "roundtrip_fuzzer: %s\n", r.status().ToString().c_str());
-        Fail("our own stream failed to decode");
+        tether::fuzz::Fail(kFuzzTarget, "our own stream failed to decode");
       }
       if (!*r) break;
       out.push_back(env.SerializeAsString());

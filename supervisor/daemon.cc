@@ -510,8 +510,8 @@ absl::StatusOr<std::uint64_t> Daemon::Attach(const std::shared_ptr<Attachment>& 
   if (auto cur = attachment_.lock(); cur && !cur->closed()) {
     return absl::UnavailableError(absl::StrCat(
         "busy: attachment generation ", cur->generation(),
-        " holds this process; it is freed by its disconnect or after ", kLeaseMs / 1000,
-        " s without requests"));
+        " holds this process; it is freed by its disconnect or after ",
+        config_.launch.lease_ms() ? config_.launch.lease_ms() : kLeaseMs, " ms without requests"));
   }
   attachment_ = a;
   linger_.cancel();

@@ -4,7 +4,7 @@
 find_package(Protobuf 3.21 REQUIRED)
 find_package(absl REQUIRED)
 find_package(Threads REQUIRED)
-find_package(Boost 1.81 REQUIRED)
+find_package(Boost 1.81 REQUIRED COMPONENTS json)
 find_package(zstd 1.5 REQUIRED CONFIG)
 
 add_library(tether_dep_protobuf_lite INTERFACE)

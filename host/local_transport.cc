@@ -124,6 +124,7 @@ class LocalTransport final : public Transport {
   LocalTransport(asio::any_io_executor ex, std::string root) : ex_(std::move(ex)), root_(std::move(root)) {}
 
   std::string_view name() const override { return "local"; }
+  std::string sandbox_id() const override { return root_; }
   asio::any_io_executor executor() const override { return ex_; }
 
   asio::awaitable<absl::StatusOr<SandboxInfo>> Probe() override {

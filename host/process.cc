@@ -8,10 +8,13 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <deque>
+#include <map>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "host/internal/condition.h"
+#include "host/reference.h"
 #include "host/session.h"
 #include "host/supervisor_binary.h"
 
@@ -22,6 +25,7 @@ namespace asio = boost::asio;
 namespace {
 
 constexpr std::size_t kSecretBytes = 32;
+constexpr auto kStatusTimeout = std::chrono::seconds(30);  // a dispatched status check
 constexpr unsigned kDefaultLeaseMs = 30 * 1000;  // the supervisor's kLeaseMs
 constexpr std::size_t kLaunchIdBytes = 16;
 constexpr std::size_t kMinOutputWindowBytes = 128 * 1024;  // > one 64 KiB Output frame
@@ -126,6 +130,14 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
 
   std::optional<ExitStatus> exit;
   absl::Status failed;  // the attachment broke (set once)
+  bool disconnected = false;
+  bool output_gap = false;
+
+  // What a reference needs to find this process again.
+  std::string provider, sandbox, supervisor, state_dir, secret;
+
+  // Replies to StatusRequest, by request id (one entry per waiting caller).
+  std::map<std::uint64_t, wire::ProcessState> status_replies;
 
   void Fail(absl::Status st) {
     if (failed.ok()) failed = std::move(st);
@@ -206,19 +218,46 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
           });
         }
         return absl::OkStatus();
-      case wire::Envelope::kOutputGap:
-        return absl::DataLossError("supervisor reported an output gap on a fresh attachment");
+      case wire::Envelope::kOutputGap: {
+        const wire::OutputGap& g = env.output_gap();
+        const int i = StreamIndex(g.stream());
+        if (i < 0 || g.from() != received[i] || g.to() < g.from()) {
+          return absl::DataLossError("output gap that does not start where our output ends");
+        }
+        // Bytes evicted while nobody was attached: lost, and said so.
+        received[i] = consumed[i] = acked[i] = g.to();
+        output_gap = true;
+        return absl::OkStatus();
+      }
       case wire::Envelope::kError:
         if (env.error().fatal()) return StatusFromWireError(env.error());
         if (env.error().code() == wire::ERROR_INPUT_CLOSED) stdin_closed_by_child = true;
         return absl::OkStatus();
-      case wire::Envelope::kPong:
       case wire::Envelope::kStatus:
+        if (auto it = status_replies.find(env.request_id()); it != status_replies.end()) {
+          it->second = env.status();
+        }
+        return absl::OkStatus();
+      case wire::Envelope::kPong:
         return absl::OkStatus();
       default:
         return absl::DataLossError(absl::StrCat("unexpected ", std::string(protocol::BodyName(env)),
                                                 " from the supervisor"));
     }
+  }
+
+  // Common to Start and Reopen once the Welcome is in.
+  absl::Status Begin(const wire::Welcome& welcome) {
+    pid = welcome.state().pid();
+    stdin_window = welcome.stdin_window_bytes();
+    if (stdin_pipe && stdin_window < kMaxWriteBytes) {
+      return absl::DataLossError(absl::StrCat("supervisor offers a stdin window of ", stdin_window,
+                                              " bytes, below one write"));
+    }
+    auto ex = close_timer.get_executor();
+    asio::co_spawn(ex, Pump(), asio::detached);
+    asio::co_spawn(ex, Keepalive(), asio::detached);
+    return absl::OkStatus();
   }
 
   // The supervisor frees an attachment that is silent for a lease; a quiet
@@ -267,6 +306,23 @@ Process::~Process() {
 }
 
 std::int32_t Process::pid() const { return state_->pid; }
+bool Process::output_gap() const { return state_->output_gap; }
+
+namespace {
+
+// Runs `command` (launch or bridge) through the transport, sends `first`
+// (the Launch frame, or nothing), and performs the handshake.
+asio::awaitable<absl::StatusOr<wire::Welcome>> Attach(Transport& transport, Process::State& state,
+                                                      std::vector<std::string> command,
+                                                      std::string first, wire::Hello hello) {
+  absl::StatusOr<std::unique_ptr<Channel>> channel = co_await transport.Exec(std::move(command));
+  if (!channel.ok()) co_return channel.status();
+  state.session = Session::Create(transport.executor(), *std::move(channel));
+  if (!first.empty()) state.session->SendFrame(std::move(first));
+  co_return co_await state.session->Handshake(std::move(hello));
+}
+
+}  // namespace
 
 asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Start(Transport& transport,
                                                                            StartOptions options) {
@@ -293,26 +349,27 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Start(Transpo
   l->set_stdin_mode(options.stdin_pipe ? wire::STDIN_PIPE : wire::STDIN_CLOSED);
   l->set_state_dir(absl::StrCat(info->state_root, "/", launch_id));
   l->set_lease_ms(options.lease_ms);
-
-  // (a named vector: g++ 12 miscompiles braced temporaries in co_await operands)
-  std::vector<std::string> command;
-  command.push_back(*supervisor);
-  command.push_back("launch");
   if (launch_env.ByteSizeLong() + 64 > protocol::kMaxPayloadBytes) {
     co_return absl::InvalidArgumentError(absl::StrCat(
         "argv, cwd and environment take ", launch_env.ByteSizeLong(), " bytes; the limit is ",
         protocol::kMaxPayloadBytes - 64));
   }
-  absl::StatusOr<std::unique_ptr<Channel>> channel = co_await transport.Exec(std::move(command));
-  if (!channel.ok()) co_return channel.status();
-  auto state = std::make_shared<State>(transport.executor());
-  state->session = Session::Create(transport.executor(), *std::move(channel));
-  state->session->SendFrame(protocol::EncodeEnvelope(launch_env));
 
+  auto state = std::make_shared<State>(transport.executor());
+  state->provider = std::string(transport.name());
+  state->sandbox = transport.sandbox_id();
+  state->supervisor = *supervisor;
+  state->state_dir = l->state_dir();
+  state->secret = secret;
+  // (a named vector: g++ 12 miscompiles braced temporaries in co_await operands)
+  std::vector<std::string> command;
+  command.push_back(*supervisor);
+  command.push_back("launch");
   wire::Hello hello;
   hello.set_secret(secret);
   hello.set_window_bytes(options.output_window_bytes);
-  absl::StatusOr<wire::Welcome> welcome = co_await state->session->Handshake(std::move(hello));
+  absl::StatusOr<wire::Welcome> welcome = co_await Attach(
+      transport, *state, std::move(command), protocol::EncodeEnvelope(launch_env), std::move(hello));
   if (!welcome.ok()) co_return welcome.status();
 
   if (welcome->state().phase() == wire::ProcessState::PHASE_FAILED) {
@@ -330,17 +387,55 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Start(Transpo
     }
     co_return LaunchFailure(welcome->state().exit());
   }
-  state->pid = welcome->state().pid();
-  state->ping_interval = std::chrono::milliseconds((options.lease_ms ? options.lease_ms : kDefaultLeaseMs) / 3);
   state->window = options.output_window_bytes;
   state->stdin_pipe = options.stdin_pipe;
-  state->stdin_window = welcome->stdin_window_bytes();
-  if (state->stdin_pipe && state->stdin_window < kMaxWriteBytes) {
-    co_return absl::DataLossError(absl::StrCat("supervisor offers a stdin window of ",
-                                               state->stdin_window, " bytes, below one write"));
+  state->ping_interval = std::chrono::milliseconds((options.lease_ms ? options.lease_ms : kDefaultLeaseMs) / 3);
+  if (absl::Status st = state->Begin(*welcome); !st.ok()) co_return st;
+  co_return std::unique_ptr<Process>(new Process(std::move(state)));
+}
+
+asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transport& transport,
+                                                                            std::string_view reference) {
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::system_clock::now().time_since_epoch()).count();
+  absl::StatusOr<ProcessReference> ref = ParseReference(reference, now);
+  if (!ref.ok()) co_return ref.status();
+  if (ref->provider != transport.name() || ref->sandbox != transport.sandbox_id()) {
+    co_return absl::InvalidArgumentError(absl::StrCat(
+        "process reference is for provider '", ref->provider, "' sandbox '", ref->sandbox,
+        "', not '", std::string(transport.name()), "' sandbox '", transport.sandbox_id(), "'"));
   }
-  asio::co_spawn(transport.executor(), state->Pump(), asio::detached);
-  asio::co_spawn(transport.executor(), state->Keepalive(), asio::detached);
+  auto state = std::make_shared<State>(transport.executor());
+  state->provider = ref->provider;
+  state->sandbox = ref->sandbox;
+  state->supervisor = ref->supervisor;
+  state->state_dir = ref->state_dir;
+  state->secret = ref->secret;
+  state->stdin_pipe = ref->stdin_pipe;
+  state->received[0] = state->consumed[0] = state->acked[0] = ref->stdout_offset;
+  state->received[1] = state->consumed[1] = state->acked[1] = ref->stderr_offset;
+  std::vector<std::string> command;
+  command.push_back(ref->supervisor);
+  command.push_back("bridge");
+  command.push_back(ref->state_dir);
+  wire::Hello hello;
+  hello.set_secret(ref->secret);
+  hello.set_stdout_offset(ref->stdout_offset);
+  hello.set_stderr_offset(ref->stderr_offset);
+  hello.set_window_bytes(state->window);
+  absl::StatusOr<wire::Welcome> welcome =
+      co_await Attach(transport, *state, std::move(command), std::string(), std::move(hello));
+  if (!welcome.ok()) {
+    if (absl::IsNotFound(welcome.status()) || absl::IsUnavailable(welcome.status()) && !absl::StrContains(welcome.status().message(), "busy")) {
+      co_return absl::NotFoundError(absl::StrCat("the process is gone (it exited and was cleaned up, or its sandbox was reset): ",
+                                                 std::string(welcome.status().message())));
+    }
+    co_return welcome.status();
+  }
+  // Input continues where the supervisor's stdin stands; EOF may have been sent.
+  state->stdin_sent = state->stdin_acked = welcome->state().stdin_acked();
+  state->stdin_eof_sent = welcome->state().stdin_closed();
+  if (absl::Status st = state->Begin(*welcome); !st.ok()) co_return st;
   co_return std::unique_ptr<Process>(new Process(std::move(state)));
 }
 
@@ -351,6 +446,7 @@ asio::awaitable<absl::Status> Process::Write(std::string_view bytes) {
         absl::StrCat("write of ", bytes.size(), " bytes exceeds ", kMaxWriteBytes, "; split it"));
   }
   while (true) {
+    if (s.disconnected) co_return absl::FailedPreconditionError("this handle was disconnected; reopen the process");
     if (!s.stdin_pipe) co_return absl::FailedPreconditionError("input closed: the process has no stdin pipe");
     if (s.stdin_eof_sent) co_return absl::FailedPreconditionError("input closed: stdin was already closed");
     if (s.stdin_closed_by_child) co_return absl::FailedPreconditionError("input closed: the process closed its stdin");
@@ -370,6 +466,7 @@ asio::awaitable<absl::Status> Process::Write(std::string_view bytes) {
 
 asio::awaitable<absl::Status> Process::CloseStdin() {
   State& s = *state_;
+  if (s.disconnected) co_return absl::FailedPreconditionError("this handle was disconnected; reopen the process");
   if (!s.stdin_pipe || s.stdin_eof_sent) co_return absl::OkStatus();
   if (!s.failed.ok()) co_return s.failed;
   s.stdin_eof_sent = true;
@@ -421,6 +518,7 @@ namespace tether {
 asio::awaitable<absl::Status> Process::Signal(int signal) {
   State& s = *state_;
   if (signal <= 0 || signal >= 65) co_return absl::InvalidArgumentError(absl::StrCat(signal, " is not a signal"));
+  if (s.disconnected) co_return absl::FailedPreconditionError("this handle was disconnected; reopen the process");
   if (s.exit) co_return absl::NotFoundError("the process has exited");
   if (!s.failed.ok()) co_return s.failed;
   wire::Envelope env;
@@ -431,11 +529,90 @@ asio::awaitable<absl::Status> Process::Signal(int signal) {
 
 asio::awaitable<absl::Status> Process::Terminate(unsigned grace_ms) {
   State& s = *state_;
+  if (s.disconnected) co_return absl::FailedPreconditionError("this handle was disconnected; reopen the process");
   if (s.exit) co_return absl::OkStatus();
   if (!s.failed.ok()) co_return s.failed;
   wire::Envelope env;
   env.mutable_terminate()->set_grace_ms(grace_ms);
   s.session->Send(std::move(env));
+  co_return absl::OkStatus();
+}
+
+asio::awaitable<ProcessStatus> Process::Status() {
+  State& s = *state_;
+  ProcessStatus st;
+  st.observed_at = std::chrono::system_clock::now();
+  if (s.exit) {
+    st.state = ProcessStatus::State::kExited;
+    st.exit = s.exit;
+    co_return st;
+  }
+  if (s.disconnected || !s.failed.ok()) co_return st;  // unknown: no evidence either way
+  wire::Envelope env;
+  env.mutable_status_request();
+  const std::uint64_t id = s.session->Send(std::move(env));
+  s.status_replies[id];  // phase UNSPECIFIED until the reply lands
+  asio::steady_timer deadline(co_await asio::this_coro::executor, kStatusTimeout);
+  bool timed_out = false;
+  deadline.async_wait([&timed_out, &s](boost::system::error_code ec) {
+    if (ec) return;
+    timed_out = true;
+    s.cond.NotifyAll();
+  });
+  while (s.status_replies[id].phase() == wire::ProcessState::PHASE_UNSPECIFIED && !timed_out &&
+         s.failed.ok() && !s.exit) {
+    co_await s.cond.Wait();
+  }
+  deadline.cancel();
+  const wire::ProcessState reply = s.status_replies[id];
+  s.status_replies.erase(id);
+  st.observed_at = std::chrono::system_clock::now();
+  if (s.exit) {
+    st.state = ProcessStatus::State::kExited;
+    st.exit = s.exit;
+  } else if (reply.phase() == wire::ProcessState::PHASE_RUNNING) {
+    st.state = ProcessStatus::State::kRunning;
+  }
+  // An EXITED phase without our having the exit record (output still
+  // draining) stays unknown here: the exit is confirmed by Wait().
+  co_return st;
+}
+
+absl::StatusOr<std::string> Process::Reference() const {
+  const State& s = *state_;
+  if (s.stdin_sent != s.stdin_acked) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "input delivery is pending (", s.stdin_sent - s.stdin_acked,
+        " bytes not yet acknowledged); retry once they are"));
+  }
+  ProcessReference r;
+  r.provider = s.provider;
+  r.sandbox = s.sandbox;
+  r.supervisor = s.supervisor;
+  r.state_dir = s.state_dir;
+  r.secret = s.secret;
+  r.pid = s.pid;
+  r.stdin_pipe = s.stdin_pipe;
+  r.stdout_offset = s.consumed[0];
+  r.stderr_offset = s.consumed[1];
+  r.expires_at = std::chrono::duration_cast<std::chrono::seconds>(
+                     std::chrono::system_clock::now().time_since_epoch()).count() +
+                 kReferenceLifetimeSeconds;
+  return EncodeReference(r);
+}
+
+asio::awaitable<absl::Status> Process::Disconnect() {
+  State& s = *state_;
+  if (s.disconnected) co_return absl::OkStatus();
+  s.disconnected = true;
+  s.ping_timer.cancel();
+  s.cond.NotifyAll();
+  if (s.session->closed()) co_return absl::OkStatus();
+  // Unread output stays in the supervisor's ring for the next attachment.
+  wire::Envelope env;
+  env.mutable_detach();
+  s.session->Send(std::move(env));
+  co_await s.session->Drain(std::chrono::duration_cast<std::chrono::milliseconds>(kCloseAfterExitTimeout));
   co_return absl::OkStatus();
 }
 

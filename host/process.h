@@ -21,6 +21,7 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -65,6 +66,13 @@ struct ExitStatus {
   int ShellStatus() const { return code ? *code : 128 + signal.value_or(0); }
 };
 
+struct ProcessStatus {
+  enum class State { kRunning, kExited, kUnknown };
+  State state = State::kUnknown;
+  std::optional<ExitStatus> exit;  // set when kExited
+  std::chrono::system_clock::time_point observed_at;
+};
+
 class Process {
  public:
   // Installs the supervisor if needed, launches the child and attaches.
@@ -72,6 +80,15 @@ class Process {
   // kPermissionDenied when the executable or cwd cannot be used.
   static boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Start(
       Transport& transport, StartOptions options);
+
+  // Reattaches to a process from its Reference() (see reference.h) through
+  // `transport`, which must reach the same sandbox. Output resumes where the
+  // reference's holder stopped; output_gap() tells whether bytes evicted
+  // while nobody was attached were lost. Never starts anything.
+  // kDeadlineExceeded for an expired reference, kNotFound when the process
+  // is gone, kUnavailable while another attachment holds it.
+  static boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Reopen(
+      Transport& transport, std::string_view reference);
 
   ~Process();
   Process(const Process&) = delete;
@@ -96,8 +113,20 @@ class Process {
   // Returns once the request is sent; Wait() confirms the exit.
   boost::asio::awaitable<absl::Status> Terminate(unsigned grace_ms);
 
+  // running | exited | unknown, asking the supervisor (30 s timeout).
+  boost::asio::awaitable<ProcessStatus> Status();
+
+  // Private JSON to reopen this process later; expires within 24 h.
+  // kFailedPrecondition while written input is not yet acknowledged.
+  absl::StatusOr<std::string> Reference() const;
+  // Releases this attachment at once without touching the child (its stdin
+  // stays open); the handle then refuses input and control. Idempotent.
+  boost::asio::awaitable<absl::Status> Disconnect();
+
   // The child's pid inside the sandbox (also its process group id).
   std::int32_t pid() const;
+  // True once the supervisor reported output lost while detached.
+  bool output_gap() const;
 
   struct State;  // shared with the receive pump
 

@@ -49,6 +49,9 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual std::string_view name() const = 0;
+  // Identifies the sandbox (for the local provider, its directory); saved in
+  // process references so that one is never reopened in another sandbox.
+  virtual std::string sandbox_id() const = 0;
   virtual boost::asio::any_io_executor executor() const = 0;
   // Architecture and private paths inside the sandbox.
   virtual boost::asio::awaitable<absl::StatusOr<SandboxInfo>> Probe() = 0;

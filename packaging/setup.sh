@@ -37,7 +37,7 @@ declare -A DEB_SOURCES=([libzstd]=1.5.4 [protobuf]=3.21.12 [abseil]=20220623.1)
 DEP_CFLAGS="-Os -ffunction-sections -fdata-sections"
 
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
-  libboost1.81-dev libprotobuf-dev protobuf-compiler libzstd-dev libabsl-dev
+  libboost1.81-dev libboost-json1.81-dev libprotobuf-dev protobuf-compiler libzstd-dev libabsl-dev
   doctest-dev qemu-user openssh-server socat python3-protobuf file dpkg-dev
   xz-utils)
 

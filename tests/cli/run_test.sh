@@ -327,6 +327,46 @@ else
   printf 'skip  a child idle for longer than the 30 s lease (set TETHER_CLI_SLOW=1)\n'
 fi
 
+# ------------------------------------- start, attach, status, signal, kill, wait
+
+run start1 start -- sh -c 'printf "a\000b"; read x; printf "%s" "$x" >&2; exit 5'
+expect_status "start prints a reference and exits 0" 0 start1
+REF=$(cat "$WORK/start1.out")
+run status1 status "$REF"
+if [[ $STATUS -eq 0 && $(cat "$WORK/status1.out") == "running pid "* ]]; then
+  pass "status of a started process says running"
+else
+  fail "status of a started process says running" "status $STATUS: $(cat "$WORK/status1.out" "$WORK/status1.err")"
+fi
+printf 'input-line\n' >"$WORK/attach.in"
+STDIN=$WORK/attach.in run attach1 attach "$REF"
+expect_status "attach forwards stdin and exits with the child's status" 5 attach1
+printf 'a\000b' >"$WORK/attach.want"
+same_file "attach delivers the output produced before it attached, exactly" "$WORK/attach1.out" "$WORK/attach.want"
+printf 'input-line' >"$WORK/attach.want-err"
+same_file "attach keeps stderr apart" "$WORK/attach1.err" "$WORK/attach.want-err"
+printf '%s' "$REF" >"$WORK/ref.json"
+run status2 status "@$WORK/ref.json"
+expect_status "status of a process that exited and was cleaned up is not found" 127 status2
+
+run start2 start -- sh -c "trap '' TERM; while :; do sleep 1; done"
+REF2=$(cat "$WORK/start2.out")
+run kill2 kill "$REF2" --grace 200
+expect_status "kill sends TERM and escalates after the grace" 0 kill2
+run wait2 wait "$REF2"
+expect_status "wait reports the child killed by SIGKILL as 137" 137 wait2
+
+run start3 start --no-stdin -- sleep 100
+REF3=$(cat "$WORK/start3.out")
+run signal3 signal "$REF3" SIGINT
+expect_status "signal by name is delivered" 0 signal3
+run wait3 wait "$REF3"
+expect_status "wait reports SIGINT as 130" 130 wait3
+run signal4 signal "$REF3" NOSUCHSIG
+expect_status "an unknown signal name is a usage error" 2 signal4
+run badref status '{"tether_process":1}'
+expect_status "a malformed reference is a usage error" 2 badref
+
 # ----------------------------------------------------- nothing left behind
 
 leftovers() {

@@ -394,3 +394,173 @@ TEST_CASE("signal reaches the child's process group") {
 
 }  // namespace
 }  // namespace tether
+
+namespace tether {
+namespace {
+
+std::string Seq(int n) {
+  std::string s;
+  for (int i = 1; i <= n; ++i) s += std::to_string(i) + "\n";
+  return s;
+}
+
+TEST_CASE("disconnect and reopen resume output exactly where the holder stopped") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto p = co_await Start(t, V("sh", "-c", "seq 1 20000; read x; echo \"in:$x\"; seq 20001 40000; exit 9"), true);
+    REQUIRE(p.ok());
+    // Read only part of the output, then leave.
+    std::string got;
+    while (got.size() < 30000) {
+      auto c = co_await (*p)->Read();
+      REQUIRE(c.ok());
+      REQUIRE(c->has_value());
+      got += (*c)->bytes;
+    }
+    absl::StatusOr<std::string> ref = (*p)->Reference();
+    REQUIRE(ref.ok());
+    CHECK(ref->find("\"secret\"") != std::string::npos);
+    CHECK((co_await (*p)->Disconnect()).ok());
+    CHECK(absl::IsFailedPrecondition(co_await (*p)->Write("x")));
+    p->reset();
+
+    auto q = co_await Process::Reopen(t, *ref);
+    REQUIRE(q.ok());
+    CHECK(!(*q)->output_gap());
+    CHECK((co_await WriteAll(**q, "hello\n")).ok());
+    Output rest = co_await ReadAll(**q, got.size());
+    CHECK(rest.status.ok());
+    CHECK(got + rest.out == Seq(20000) + "in:hello\n" + Seq(40000).substr(Seq(20000).size()));
+    auto e = co_await (*q)->Wait();
+    REQUIRE(e.ok());
+    CHECK(e->code == 9);
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);
+}
+
+TEST_CASE("a channel killed mid-stream loses nothing that was still in the ring") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    // ~1 MB in all: what is left after the kill fits the 1 MiB ring, so
+    // nothing may be evicted while detached.
+    auto p = co_await Start(t, V("seq", "1", "150000"));
+    REQUIRE(p.ok());
+    std::string got;
+    while (got.size() < 400000) {
+      auto c = co_await (*p)->Read();
+      REQUIRE(c.ok());
+      REQUIRE(c->has_value());
+      got += (*c)->bytes;
+    }
+    absl::StatusOr<std::string> ref = (*p)->Reference();
+    REQUIRE(ref.ok());
+    p->reset();  // no disconnect: the channel (and its bridge) just die
+    // The supervisor notices the dead bridge at once; reopen may still race
+    // it, so retry briefly while it reports BUSY.
+    absl::StatusOr<std::unique_ptr<Process>> q = absl::UnavailableError("");
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    for (int i = 0; i < 50; ++i) {
+      q = co_await Process::Reopen(t, *ref);
+      if (!absl::IsUnavailable(q.status())) break;
+      timer.expires_after(std::chrono::milliseconds(20));
+      co_await timer.async_wait(asio::use_awaitable);
+    }
+    REQUIRE(q.ok());
+    CHECK(!(*q)->output_gap());
+    Output rest = co_await ReadAll(**q, got.size());
+    CHECK(got + rest.out == Seq(150000));
+    CHECK((co_await (*q)->Wait())->code == 0);
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);
+}
+
+TEST_CASE("output beyond the ring while detached is reported as a gap, the newest bytes kept") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    // 3 MiB of numbered lines while nobody is attached; the ring keeps 1 MiB.
+    auto p = co_await Start(t, V("sh", "-c", "read x; seq 1 400000; echo end"), true);
+    REQUIRE(p.ok());
+    CHECK((co_await WriteAll(**p, "go\n")).ok());
+    // Wait for the EOF acknowledgement before taking the reference.
+    absl::StatusOr<std::string> ref = (*p)->Reference();
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    while (!ref.ok()) {
+      timer.expires_after(std::chrono::milliseconds(5));
+      co_await timer.async_wait(asio::use_awaitable);
+      ref = (*p)->Reference();
+    }
+    CHECK((co_await (*p)->Disconnect()).ok());
+    p->reset();
+    timer.expires_after(std::chrono::milliseconds(1500));
+    co_await timer.async_wait(asio::use_awaitable);
+
+    auto q = co_await Process::Reopen(t, *ref);
+    REQUIRE(q.ok());
+    Output rest;
+    std::uint64_t first_offset = 0;
+    bool first = true;
+    while (true) {
+      auto c = co_await (*q)->Read();
+      REQUIRE(c.ok());
+      if (!*c) break;
+      if (first) first_offset = (*c)->offset;
+      first = false;
+      rest.out += (*c)->bytes;
+    }
+    CHECK((*q)->output_gap());
+    const std::string all = Seq(400000) + "end\n";
+    CHECK(first_offset > 0);
+    CHECK(first_offset + rest.out.size() == all.size());
+    CHECK(all.substr(first_offset) == rest.out);  // exactly the newest bytes
+    CHECK(rest.out.size() >= 1000000);
+    CHECK((co_await (*q)->Wait())->code == 0);
+  });
+}
+
+TEST_CASE("a second reopen while attached is refused as busy, and status tells running") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto p = co_await Start(t, V("sh", "-c", "read x; echo done"), true);
+    REQUIRE(p.ok());
+    ProcessStatus st = co_await (*p)->Status();
+    CHECK(st.state == ProcessStatus::State::kRunning);
+    absl::StatusOr<std::string> ref = (*p)->Reference();
+    REQUIRE(ref.ok());
+    auto q = co_await Process::Reopen(t, *ref);
+    CHECK(absl::IsUnavailable(q.status()));
+    CHECK(std::string(q.status().message()).find("busy") != std::string::npos);
+    CHECK((co_await WriteAll(**p, "x\n")).ok());
+    Output o = co_await ReadAll(**p);
+    CHECK(o.out == "done\n");
+    CHECK((co_await (*p)->Wait())->code == 0);
+    st = co_await (*p)->Status();
+    CHECK(st.state == ProcessStatus::State::kExited);
+    CHECK(st.exit->code == 0);
+    // After exit and cleanup the reference finds nothing.
+    (*p).reset();
+  });
+}
+
+TEST_CASE("bad references are refused before anything is touched") {
+  Sandbox sb;
+  sb.Run([&sb](Transport& t) -> awaitable<void> {
+    CHECK(absl::IsInvalidArgument((co_await Process::Reopen(t, "not json")).status()));
+    CHECK(absl::IsInvalidArgument((co_await Process::Reopen(t, "{}")).status()));
+    auto p = co_await Start(t, V("sh", "-c", "read x"), true);
+    REQUIRE(p.ok());
+    absl::StatusOr<std::string> ref = (*p)->Reference();
+    REQUIRE(ref.ok());
+    std::string other = *ref;
+    other.replace(other.find(sb.root()), sb.root().size(), "/somewhere/else");
+    CHECK(absl::IsInvalidArgument((co_await Process::Reopen(t, other)).status()));
+    std::string expired = *ref;
+    const std::size_t at = expired.find("\"expires_at\":") + 13;
+    expired.replace(at, expired.find('}', at) - at, "1000");
+    CHECK(absl::IsDeadlineExceeded((co_await Process::Reopen(t, expired)).status()));
+    CHECK((co_await (*p)->CloseStdin()).ok());
+    co_await ReadAll(**p);
+  });
+}
+
+}  // namespace
+}  // namespace tether

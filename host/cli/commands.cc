@@ -1,0 +1,322 @@
+#include "host/cli/commands.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <iterator>
+#include <memory>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "host/cli/stdio.h"
+#include "host/local_transport.h"
+#include "host/process.h"
+
+namespace tether::cli {
+
+namespace asio = boost::asio;
+
+namespace {
+
+constexpr unsigned kTerminateGraceMs = 2000;     // when our own output has gone away
+constexpr unsigned kDefaultKillGraceMs = 5000;   // `tether kill` without --grace
+
+void PrintError(const absl::Status& st) {
+  std::fprintf(stderr, "tether: %s\n", std::string(st.message()).c_str());
+}
+
+int ExitForError(const absl::Status& st) {
+  if (absl::IsNotFound(st)) return kExitNotFound;
+  if (absl::IsPermissionDenied(st)) return kExitCannotExecute;
+  if (absl::IsInvalidArgument(st)) return kExitUsage;
+  return kExitTetherFailure;
+}
+
+asio::awaitable<void> PumpStdin(Process& p, AsyncFd& in) {
+  std::unique_ptr<char[]> buf(new char[kMaxWriteBytes]);
+  while (true) {
+    absl::StatusOr<std::size_t> n = co_await in.ReadSome({buf.get(), kMaxWriteBytes});
+    if (!n.ok() || *n == 0) break;
+    if (!(co_await p.Write(std::string_view(buf.get(), *n))).ok()) co_return;  // input closed
+  }
+  co_await p.CloseStdin();
+}
+
+// Connects the CLI's stdio to `p` until the exit; returns the CLI status.
+asio::awaitable<int> Interact(Process& p, bool forward_stdin) {
+  auto ex = co_await asio::this_coro::executor;
+  AsyncFd in(ex, 0), out(ex, 1), err(ex, 2);
+  // PumpStdin borrows `p` and `in`: it is joined before they go away.
+  bool stdin_done = !forward_stdin;
+  asio::steady_timer stdin_joined(ex, asio::steady_timer::time_point::max());
+  if (forward_stdin) {
+    asio::co_spawn(ex, PumpStdin(p, in), [&](std::exception_ptr e) {
+      if (e) std::rethrow_exception(e);
+      stdin_done = true;
+      stdin_joined.cancel();
+    });
+  }
+
+  // Signals meant for the job go to the child's process group.
+  asio::signal_set signals(ex, SIGINT, SIGTERM, SIGHUP);
+  std::function<void(boost::system::error_code, int)> on_signal =
+      [&](boost::system::error_code ec, int sig) {
+        if (ec) return;
+        asio::co_spawn(ex, [&p, sig]() -> asio::awaitable<void> { co_await p.Signal(sig); }, asio::detached);
+        signals.async_wait(on_signal);
+      };
+  signals.async_wait(on_signal);
+
+  if (p.output_gap()) std::fputs("tether: output was lost while nobody was attached\n", stderr);
+  bool output_gone = false;
+  while (true) {
+    absl::StatusOr<std::optional<OutputChunk>> chunk = co_await p.Read();
+    if (!chunk.ok()) {
+      PrintError(chunk.status());
+      break;
+    }
+    if (!*chunk) break;
+    if (output_gone) continue;
+    AsyncFd& dst = (*chunk)->stream == StreamId::kStdout ? out : err;
+    if (!(co_await dst.WriteAll((*chunk)->bytes)).ok()) {
+      // Our reader has gone (EPIPE): the job cannot deliver output any more.
+      output_gone = true;
+      co_await p.Terminate(kTerminateGraceMs);
+    }
+  }
+  int code = kExitTetherFailure;
+  absl::StatusOr<ExitStatus> exit = co_await p.Wait();
+  if (!exit.ok()) {
+    PrintError(exit.status());
+  } else {
+    code = exit->ShellStatus();
+  }
+  boost::system::error_code ignored;
+  signals.cancel(ignored);
+  in.Cancel();
+  while (!stdin_done) co_await stdin_joined.async_wait(asio::as_tuple(asio::use_awaitable));
+  co_return code;
+}
+
+StartOptions ToStartOptions(const RunArgs& args) {
+  StartOptions opts;
+  opts.argv = args.argv;
+  opts.cwd = args.cwd;
+  opts.env = args.env;
+  opts.stdin_pipe = args.stdin_pipe;
+  return opts;
+}
+
+// Runs `body` on a fresh io_context with the local transport and returns its
+// status. The loop ends when every handle has finished in the background
+// (exit acknowledgements delivered).
+int RunLoop(std::function<asio::awaitable<int>(Transport&)> body) {
+  ::signal(SIGPIPE, SIG_IGN);
+  asio::io_context io(1);
+  int exit_code = kExitTetherFailure;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<int> {
+        absl::StatusOr<std::unique_ptr<Transport>> transport =
+            MakeLocalTransport(co_await asio::this_coro::executor);
+        if (!transport.ok()) {
+          PrintError(transport.status());
+          co_return kExitTetherFailure;
+        }
+        co_return co_await body(**transport);
+      },
+      [&](std::exception_ptr e, int code) {
+        if (e) std::rethrow_exception(e);
+        exit_code = code;
+      });
+  io.run();
+  return exit_code;
+}
+
+absl::StatusOr<std::string> ReadReference(const std::string& arg) {
+  if (arg == "-" || (!arg.empty() && arg[0] == '@')) {
+    std::string text;
+    if (arg == "-") {
+      text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    } else {
+      std::ifstream f(arg.substr(1), std::ios::binary);
+      if (!f) return absl::InvalidArgumentError(absl::StrCat("cannot read ", arg.substr(1)));
+      text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    }
+    return text;
+  }
+  return arg;
+}
+
+absl::StatusOr<int> ParseSignal(const std::string& s) {
+  static constexpr std::pair<const char*, int> kNames[] = {
+      {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL}, {"USR1", SIGUSR1},
+      {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"CONT", SIGCONT}, {"STOP", SIGSTOP}, {"TSTP", SIGTSTP},
+      {"ALRM", SIGALRM}, {"PIPE", SIGPIPE}, {"WINCH", SIGWINCH}};
+  int n = 0;
+  if (absl::SimpleAtoi(s, &n) && n > 0 && n < 65) return n;
+  const std::string name = s.rfind("SIG", 0) == 0 ? s.substr(3) : s;
+  for (const auto& [k, v] : kNames) {
+    if (name == k) return v;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown signal '", s, "'"));
+}
+
+}  // namespace
+
+absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
+  RunArgs r;
+  std::size_t i = 0;
+  auto value = [&](const std::string& flag) -> absl::StatusOr<std::string> {
+    if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
+    return args[++i];
+  };
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a == "--provider") {
+      absl::StatusOr<std::string> v = value(a);
+      if (!v.ok()) return v.status();
+      if (*v != "local") {
+        return absl::InvalidArgumentError(absl::StrCat("unknown provider '", *v, "' (available: local)"));
+      }
+      r.provider = *v;
+    } else if (a == "--cwd") {
+      absl::StatusOr<std::string> v = value(a);
+      if (!v.ok()) return v.status();
+      r.cwd = *v;
+    } else if (a == "--env") {
+      absl::StatusOr<std::string> v = value(a);
+      if (!v.ok()) return v.status();
+      const std::size_t eq = v->find('=');
+      if (eq == std::string::npos || eq == 0) {
+        return absl::InvalidArgumentError(absl::StrCat("--env wants NAME=VALUE, got '", *v, "'"));
+      }
+      r.env.emplace_back(v->substr(0, eq), v->substr(eq + 1));
+    } else if (a == "--no-stdin") {
+      r.stdin_pipe = false;
+    } else if (a == "--stdin") {
+      r.stdin_pipe = true;
+    } else if (a.size() > 1 && a[0] == '-') {
+      return absl::InvalidArgumentError(absl::StrCat("unknown option '", a, "'"));
+    } else {
+      break;  // ARGV starts at the first non-option
+    }
+  }
+  r.argv.assign(args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())), args.end());
+  if (r.argv.empty()) return absl::InvalidArgumentError("no command given after --");
+  return r;
+}
+
+int RunCommand(const RunArgs& args) {
+  return RunLoop([&](Transport& t) -> asio::awaitable<int> {
+    absl::StatusOr<std::unique_ptr<Process>> p = co_await Process::Start(t, ToStartOptions(args));
+    if (!p.ok()) {
+      PrintError(p.status());
+      co_return ExitForError(p.status());
+    }
+    co_return co_await Interact(**p, args.stdin_pipe);
+  });
+}
+
+int StartCommand(const RunArgs& args) {
+  return RunLoop([&](Transport& t) -> asio::awaitable<int> {
+    absl::StatusOr<std::unique_ptr<Process>> p = co_await Process::Start(t, ToStartOptions(args));
+    if (!p.ok()) {
+      PrintError(p.status());
+      co_return ExitForError(p.status());
+    }
+    absl::StatusOr<std::string> ref = (*p)->Reference();
+    if (!ref.ok()) {
+      PrintError(ref.status());
+      co_return kExitTetherFailure;
+    }
+    co_await (*p)->Disconnect();
+    std::printf("%s\n", ref->c_str());
+    co_return 0;
+  });
+}
+
+int ReferenceCommand(const std::string& command, const std::vector<std::string>& args) {
+  const std::size_t want = command == "signal" ? 2 : 1;
+  const bool kill = command == "kill";
+  unsigned grace_ms = kDefaultKillGraceMs;
+  if (kill && args.size() == 3 && args[1] == "--grace") {
+    if (!absl::SimpleAtoi(args[2], &grace_ms)) {
+      std::fprintf(stderr, "tether kill: --grace wants milliseconds, got '%s'\n%s", args[2].c_str(), kUsage);
+      return kExitUsage;
+    }
+  } else if (args.size() != want) {
+    std::fprintf(stderr, "tether %s: expected %s\n%s", command.c_str(),
+                 want == 2 ? "REF SIGNAL" : "REF", kUsage);
+    return kExitUsage;
+  }
+  int sig = 0;
+  if (command == "signal") {
+    absl::StatusOr<int> s = ParseSignal(args[1]);
+    if (!s.ok()) {
+      std::fprintf(stderr, "tether signal: %s\n", std::string(s.status().message()).c_str());
+      return kExitUsage;
+    }
+    sig = *s;
+  }
+  absl::StatusOr<std::string> ref = ReadReference(args[0]);
+  if (!ref.ok()) {
+    PrintError(ref.status());
+    return kExitUsage;
+  }
+  return RunLoop([&](Transport& t) -> asio::awaitable<int> {
+    absl::StatusOr<std::unique_ptr<Process>> p = co_await Process::Reopen(t, *ref);
+    if (!p.ok()) {
+      PrintError(p.status());
+      co_return ExitForError(p.status());
+    }
+    Process& proc = **p;
+    if (command == "attach") co_return co_await Interact(proc, true);
+    if (command == "wait") co_return co_await Interact(proc, false);
+    int code = 0;
+    if (command == "status") {
+      ProcessStatus st = co_await proc.Status();
+      switch (st.state) {
+        case ProcessStatus::State::kRunning:
+          std::printf("running pid %d\n", proc.pid());
+          break;
+        case ProcessStatus::State::kExited:
+          if (st.exit->signal) {
+            std::printf("exited signal %d\n", *st.exit->signal);
+          } else {
+            std::printf("exited %d\n", *st.exit->code);
+          }
+          break;
+        case ProcessStatus::State::kUnknown:
+          std::printf("unknown\n");
+          code = kExitTetherFailure;
+          break;
+      }
+    } else {
+      absl::Status st = kill ? co_await proc.Terminate(grace_ms) : co_await proc.Signal(sig);
+      if (!st.ok()) {
+        PrintError(st);
+        code = ExitForError(st);
+      }
+    }
+    co_await proc.Disconnect();
+    co_return code;
+  });
+}
+
+}  // namespace tether::cli

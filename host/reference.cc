@@ -1,0 +1,113 @@
+#include "host/reference.h"
+
+#include <boost/json.hpp>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+
+namespace tether {
+
+namespace json = boost::json;
+
+namespace {
+
+constexpr int kReferenceVersion = 1;
+
+absl::Status Bad(const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("process reference: ", what));
+}
+
+absl::StatusOr<std::string> GetString(const json::object& o, const char* key) {
+  const json::value* v = o.if_contains(key);
+  if (v == nullptr || !v->is_string()) return Bad(absl::StrCat("'", key, "' must be a string"));
+  return std::string(v->as_string());
+}
+
+absl::StatusOr<std::int64_t> GetInt(const json::object& o, const char* key, std::int64_t lo,
+                                    std::int64_t hi) {
+  const json::value* v = o.if_contains(key);
+  std::int64_t n = 0;
+  if (v != nullptr && v->is_int64()) {
+    n = v->as_int64();
+  } else if (v != nullptr && v->is_uint64() && v->as_uint64() <= static_cast<std::uint64_t>(hi)) {
+    n = static_cast<std::int64_t>(v->as_uint64());
+  } else {
+    return Bad(absl::StrCat("'", key, "' must be an integer"));
+  }
+  if (n < lo || n > hi) return Bad(absl::StrCat("'", key, "' is out of range"));
+  return n;
+}
+
+}  // namespace
+
+std::string EncodeReference(const ProcessReference& r) {
+  json::object o;
+  o["tether_process"] = kReferenceVersion;
+  o["provider"] = r.provider;
+  o["sandbox"] = r.sandbox;
+  o["supervisor"] = r.supervisor;
+  o["state_dir"] = r.state_dir;
+  o["secret"] = absl::BytesToHexString(r.secret);
+  o["pid"] = r.pid;
+  o["stdin_pipe"] = r.stdin_pipe;
+  o["stdout_offset"] = r.stdout_offset;
+  o["stderr_offset"] = r.stderr_offset;
+  o["expires_at"] = r.expires_at;
+  return json::serialize(o);
+}
+
+absl::StatusOr<ProcessReference> ParseReference(std::string_view text, std::int64_t now) {
+  if (text.size() > kMaxReferenceBytes) {
+    return Bad(absl::StrCat("longer than ", kMaxReferenceBytes, " bytes"));
+  }
+  boost::system::error_code ec;
+  json::value v = json::parse(json::string_view(text.data(), text.size()), ec);
+  if (ec || !v.is_object()) return Bad("not a JSON object");
+  const json::object& o = v.as_object();
+  absl::StatusOr<std::int64_t> version = GetInt(o, "tether_process", 0, 1000);
+  if (!version.ok()) return version.status();
+  if (*version != kReferenceVersion) return Bad(absl::StrCat("unsupported version ", *version));
+  ProcessReference r;
+  std::string secret_hex;
+  for (auto [key, field] : {std::pair<const char*, std::string*>{"provider", &r.provider},
+                            {"sandbox", &r.sandbox},
+                            {"supervisor", &r.supervisor},
+                            {"state_dir", &r.state_dir},
+                            {"secret", &secret_hex}}) {
+    absl::StatusOr<std::string> s = GetString(o, key);
+    if (!s.ok()) return s.status();
+    *field = *std::move(s);
+  }
+  if (secret_hex.size() < 32 || secret_hex.size() > 128 ||
+      secret_hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return Bad("'secret' must be 16..64 bytes of lowercase hex");
+  }
+  r.secret = absl::HexStringToBytes(secret_hex);
+  if (r.state_dir.empty() || r.state_dir[0] != '/' || r.supervisor.empty() || r.supervisor[0] != '/') {
+    return Bad("'state_dir' and 'supervisor' must be absolute paths");
+  }
+  const json::value* pipe = o.if_contains("stdin_pipe");
+  if (pipe == nullptr || !pipe->is_bool()) return Bad("'stdin_pipe' must be a boolean");
+  r.stdin_pipe = pipe->as_bool();
+  constexpr std::int64_t kMaxOffset = std::int64_t{1} << 62;
+  absl::StatusOr<std::int64_t> pid = GetInt(o, "pid", -1, 1 << 30);
+  absl::StatusOr<std::int64_t> out = GetInt(o, "stdout_offset", 0, kMaxOffset);
+  absl::StatusOr<std::int64_t> err = GetInt(o, "stderr_offset", 0, kMaxOffset);
+  absl::StatusOr<std::int64_t> exp = GetInt(o, "expires_at", 0, kMaxOffset);
+  for (const auto* st : {&pid, &out, &err, &exp}) {
+    if (!st->ok()) return st->status();
+  }
+  r.pid = static_cast<std::int32_t>(*pid);
+  r.stdout_offset = static_cast<std::uint64_t>(*out);
+  r.stderr_offset = static_cast<std::uint64_t>(*err);
+  r.expires_at = *exp;
+  if (r.expires_at <= now) {
+    return absl::DeadlineExceededError("process reference expired (EXPIRED); references last at most 24 h");
+  }
+  if (r.expires_at > now + kReferenceLifetimeSeconds + 60) {
+    return Bad("'expires_at' is further away than a reference can live");
+  }
+  return r;
+}
+
+}  // namespace tether

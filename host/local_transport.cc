@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -11,6 +12,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
@@ -52,36 +54,40 @@ absl::Status EnsurePrivateDir(const std::string& path) {
 
 class LocalChannel final : public Channel {
  public:
-  LocalChannel(asio::any_io_executor ex, pid_t pid, int in, int out, int err)
-      : pid_(pid), in_(ex, in), out_(ex, out), err_(std::make_shared<Stderr>(ex, err)) {
+  // `stdio` is our end of a socketpair that is the command's stdin and
+  // stdout: a socket, so that writing after the command died is an error
+  // (MSG_NOSIGNAL), never a SIGPIPE in the embedding application.
+  LocalChannel(asio::any_io_executor ex, pid_t pid, int stdio, int err)
+      : pid_(pid), io_(ex, asio::local::stream_protocol(), stdio),
+        err_(std::make_shared<Stderr>(ex, err)) {
     asio::co_spawn(ex, DrainStderr(err_), asio::detached);
   }
   ~LocalChannel() override { Close(); }
 
   asio::awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
-    if (!out_.is_open()) co_return absl::UnavailableError("channel closed");
-    auto [ec, n] = co_await out_.async_read_some(asio::buffer(buf.data(), buf.size()), kNoThrow);
+    if (!io_.is_open()) co_return absl::UnavailableError("channel closed");
+    auto [ec, n] = co_await io_.async_read_some(asio::buffer(buf.data(), buf.size()), kNoThrow);
     if (ec == asio::error::eof) co_return std::size_t{0};
     if (ec) co_return absl::UnavailableError(absl::StrCat("local channel read: ", ec.message()));
     co_return n;
   }
 
   asio::awaitable<absl::Status> Write(std::string_view bytes) override {
-    if (!in_.is_open()) co_return absl::UnavailableError("channel input closed");
-    auto [ec, n] = co_await asio::async_write(in_, asio::buffer(bytes.data(), bytes.size()), kNoThrow);
+    if (!io_.is_open() || write_closed_) co_return absl::UnavailableError("channel input closed");
+    auto [ec, n] = co_await asio::async_write(io_, asio::buffer(bytes.data(), bytes.size()), kNoThrow);
     if (ec) co_return absl::UnavailableError(absl::StrCat("local channel write: ", ec.message()));
     co_return absl::OkStatus();
   }
 
   void CloseWrite() override {
     boost::system::error_code ec;
-    in_.close(ec);
+    io_.shutdown(asio::local::stream_protocol::socket::shutdown_send, ec);
+    write_closed_ = true;
   }
 
   void Close() override {
     boost::system::error_code ec;
-    in_.close(ec);
-    out_.close(ec);
+    io_.close(ec);
     err_->fd.close(ec);
     if (pid_ > 0) {
       int st;
@@ -115,7 +121,8 @@ class LocalChannel final : public Channel {
   }
 
   pid_t pid_;
-  asio::posix::stream_descriptor in_, out_;
+  asio::local::stream_protocol::socket io_;
+  bool write_closed_ = false;
   std::shared_ptr<Stderr> err_;
 };
 
@@ -149,20 +156,16 @@ class LocalTransport final : public Transport {
  private:
   absl::StatusOr<std::unique_ptr<Channel>> Spawn(const std::vector<std::string>& argv) {
     if (argv.empty()) return absl::InvalidArgumentError("exec: empty argv");
-    int in[2], out[2], err[2];
-    if (::pipe2(in, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
-    if (::pipe2(out, O_CLOEXEC) != 0) {
-      ::close(in[0]), ::close(in[1]);
-      return ErrnoStatus("pipe", errno);
-    }
+    int io[2], err[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, io) != 0) return ErrnoStatus("socketpair", errno);
     if (::pipe2(err, O_CLOEXEC) != 0) {
-      for (int fd : {in[0], in[1], out[0], out[1]}) ::close(fd);
+      ::close(io[0]), ::close(io[1]);
       return ErrnoStatus("pipe", errno);
     }
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, io[1], 0);
+    posix_spawn_file_actions_adddup2(&fa, io[1], 1);
     posix_spawn_file_actions_adddup2(&fa, err[1], 2);
     posix_spawn_file_actions_addchdir_np(&fa, root_.c_str());
     posix_spawnattr_t attr;
@@ -183,14 +186,13 @@ class LocalTransport final : public Transport {
     const int rc = ::posix_spawn(&pid, args[0], &fa, &attr, args.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
-    ::close(in[0]);
-    ::close(out[1]);
+    ::close(io[1]);
     ::close(err[1]);
     if (rc != 0) {
-      ::close(in[1]), ::close(out[0]), ::close(err[0]);
+      ::close(io[0]), ::close(err[0]);
       return ErrnoStatus(absl::StrCat("local exec ", argv[0]), rc);
     }
-    return std::make_unique<LocalChannel>(ex_, pid, in[1], out[0], err[0]);
+    return std::make_unique<LocalChannel>(ex_, pid, io[0], err[0]);
   }
 
   absl::Status Put(const std::string& path, std::string_view bytes, int mode) {

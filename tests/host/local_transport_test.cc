@@ -1,0 +1,80 @@
+// The local provider's channel: exact bytes both ways, EOF, and no SIGPIPE
+// for the embedding application when the command is gone.
+#include "host/local_transport.h"
+
+#include <doctest.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <filesystem>
+#include <string>
+
+namespace tether {
+namespace {
+
+namespace asio = boost::asio;
+
+template <typename Body>
+void RunLocal(Body body) {
+  char tmpl[] = "/tmp/tether-transport-test-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  asio::io_context io;
+  auto t = MakeLocalTransport(io.get_executor(), LocalOptions{tmpl});
+  REQUIRE(t.ok());
+  bool done = false;
+  asio::co_spawn(io, body(**t), [&](std::exception_ptr e) {
+    done = true;
+    if (e) std::rethrow_exception(e);
+  });
+  io.run();
+  CHECK(done);
+  std::filesystem::remove_all(tmpl);
+}
+
+std::vector<std::string> Argv(std::string a, std::string b, std::string c) { return {a, b, c}; }
+
+asio::awaitable<std::string> ReadToEof(Channel& ch) {
+  std::string out;
+  char buf[4096];
+  while (true) {
+    absl::StatusOr<std::size_t> n = co_await ch.ReadSome({buf, sizeof buf});
+    REQUIRE(n.ok());
+    if (*n == 0) break;
+    out.append(buf, *n);
+  }
+  co_return out;
+}
+
+TEST_CASE("a channel carries exact bytes both ways and passes EOF") {
+  RunLocal([](Transport& t) -> asio::awaitable<void> {
+    auto ch = co_await t.Exec(Argv("/bin/sh", "-c", "cat"));
+    REQUIRE(ch.ok());
+    std::string in;
+    for (int i = 0; i < 256; ++i) in.push_back(static_cast<char>(i));
+    CHECK((co_await (*ch)->Write(in)).ok());
+    (*ch)->CloseWrite();
+    CHECK(co_await ReadToEof(**ch) == in);
+  });
+}
+
+TEST_CASE("writing to a command that has exited is an error, not a SIGPIPE") {
+  // Default SIGPIPE disposition, as in an application that never touched it.
+  struct sigaction old {};
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  ::sigaction(SIGPIPE, &dfl, &old);
+  RunLocal([](Transport& t) -> asio::awaitable<void> {
+    auto ch = co_await t.Exec(Argv("/bin/sh", "-c", "exec 0<&-; exit 0"));
+    REQUIRE(ch.ok());
+    CHECK((co_await ReadToEof(**ch)).empty());
+    absl::Status st;
+    for (int i = 0; i < 64 && st.ok(); ++i) st = co_await (*ch)->Write(std::string(65536, 'x'));
+    CHECK(absl::IsUnavailable(st));
+  });
+  ::sigaction(SIGPIPE, &old, nullptr);
+}
+
+}  // namespace
+}  // namespace tether

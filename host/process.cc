@@ -65,6 +65,10 @@ absl::Status ValidateOptions(const StartOptions& o) {
           absl::StrCat("environment variable '", absl::CEscape(k), "' contains a NUL byte"));
     }
   }
+  if (o.pty && (o.pty->cols == 0 || o.pty->rows == 0 || o.pty->cols > 10000 || o.pty->rows > 10000)) {
+    return absl::InvalidArgumentError(absl::StrCat("terminal size ", o.pty->cols, "x", o.pty->rows,
+                                                   " is outside 1..10000"));
+  }
   if (o.output_window_bytes < kMinOutputWindowBytes || o.output_window_bytes > kMaxOutputWindowBytes) {
     return absl::InvalidArgumentError(absl::StrCat("output_window_bytes must be ", kMinOutputWindowBytes,
                                                    "..", kMaxOutputWindowBytes));
@@ -95,8 +99,11 @@ ExitStatus ToExitStatus(const wire::Exit& e) {
   return s;
 }
 
-int StreamIndex(wire::Stream s) {
-  return s == wire::STREAM_STDOUT ? 0 : s == wire::STREAM_STDERR ? 1 : -1;
+// Our index of a wire stream: 0 is stdout, or the terminal with a pty.
+int StreamIndex(wire::Stream s, bool pty) {
+  if (s == wire::STREAM_STDERR) return 1;
+  if (s == (pty ? wire::STREAM_PTY : wire::STREAM_STDOUT)) return 0;
+  return -1;
 }
 
 }  // namespace
@@ -122,6 +129,7 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
 
   // Stdin.
   bool stdin_pipe = false;
+  bool pty = false;
   std::uint64_t stdin_sent = 0;
   std::uint64_t stdin_acked = 0;
   std::uint64_t stdin_window = 0;
@@ -149,7 +157,11 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   void SendAck(bool exit_ack) {
     wire::Envelope env;
     wire::Ack* a = env.mutable_ack();
-    a->set_stdout_offset(consumed[0]);
+    if (pty) {
+      a->set_pty_offset(consumed[0]);
+    } else {
+      a->set_stdout_offset(consumed[0]);
+    }
     a->set_stderr_offset(consumed[1]);
     a->set_window_bytes(window);
     a->set_exit(exit_ack);
@@ -159,7 +171,7 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   }
 
   absl::Status HandleOutput(const wire::Output& o) {
-    const int i = StreamIndex(o.stream());
+    const int i = StreamIndex(o.stream(), pty);
     if (i < 0) return absl::DataLossError(absl::StrCat("output on unknown stream ", o.stream()));
     if (eof[i] && !o.data().empty()) return absl::DataLossError("output after the stream's EOF");
     const std::uint64_t end = o.offset() + o.data().size();
@@ -175,7 +187,7 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
         return absl::ResourceExhaustedError(absl::StrCat(
             "supervisor sent beyond the ", window, "-byte output window it was granted"));
       }
-      queue.push_back(OutputChunk{i == 0 ? StreamId::kStdout : StreamId::kStderr, received[i],
+      queue.push_back(OutputChunk{i == 1 ? StreamId::kStderr : pty ? StreamId::kPty : StreamId::kStdout, received[i],
                                   o.data().substr(skip)});
       queued_bytes += n;
       received[i] = end;
@@ -220,7 +232,7 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
         return absl::OkStatus();
       case wire::Envelope::kOutputGap: {
         const wire::OutputGap& g = env.output_gap();
-        const int i = StreamIndex(g.stream());
+        const int i = StreamIndex(g.stream(), pty);
         if (i < 0 || g.from() != received[i] || g.to() < g.from()) {
           return absl::DataLossError("output gap that does not start where our output ends");
         }
@@ -347,6 +359,10 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Start(Transpo
   }
   l->set_inherit_env(options.inherit_env);
   l->set_stdin_mode(options.stdin_pipe ? wire::STDIN_PIPE : wire::STDIN_CLOSED);
+  if (options.pty) {
+    l->mutable_pty()->set_cols(options.pty->cols);
+    l->mutable_pty()->set_rows(options.pty->rows);
+  }
   l->set_state_dir(absl::StrCat(info->state_root, "/", launch_id));
   l->set_lease_ms(options.lease_ms);
   if (launch_env.ByteSizeLong() + 64 > protocol::kMaxPayloadBytes) {
@@ -388,7 +404,8 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Start(Transpo
     co_return LaunchFailure(welcome->state().exit());
   }
   state->window = options.output_window_bytes;
-  state->stdin_pipe = options.stdin_pipe;
+  state->pty = options.pty.has_value();
+  state->stdin_pipe = options.stdin_pipe || state->pty;
   state->ping_interval = std::chrono::milliseconds((options.lease_ms ? options.lease_ms : kDefaultLeaseMs) / 3);
   if (absl::Status st = state->Begin(*welcome); !st.ok()) co_return st;
   co_return std::unique_ptr<Process>(new Process(std::move(state)));
@@ -412,6 +429,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
   state->state_dir = ref->state_dir;
   state->secret = ref->secret;
   state->stdin_pipe = ref->stdin_pipe;
+  state->pty = ref->pty;
   state->received[0] = state->consumed[0] = state->acked[0] = ref->stdout_offset;
   state->received[1] = state->consumed[1] = state->acked[1] = ref->stderr_offset;
   std::vector<std::string> command;
@@ -420,7 +438,11 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
   command.push_back(ref->state_dir);
   wire::Hello hello;
   hello.set_secret(ref->secret);
-  hello.set_stdout_offset(ref->stdout_offset);
+  if (ref->pty) {
+    hello.set_pty_offset(ref->stdout_offset);
+  } else {
+    hello.set_stdout_offset(ref->stdout_offset);
+  }
   hello.set_stderr_offset(ref->stderr_offset);
   hello.set_window_bytes(state->window);
   absl::StatusOr<wire::Welcome> welcome =
@@ -484,7 +506,7 @@ asio::awaitable<absl::StatusOr<std::optional<OutputChunk>>> Process::Read() {
       OutputChunk c = std::move(s.queue.front());
       s.queue.pop_front();
       s.queued_bytes -= c.bytes.size();
-      const int i = c.stream == StreamId::kStdout ? 0 : 1;
+      const int i = c.stream == StreamId::kStderr ? 1 : 0;
       s.consumed[i] += c.bytes.size();
       // Return credit in quarter-window steps (few acks), and whenever the
       // consumer has caught up (so the ring never waits on a partial step).
@@ -593,6 +615,7 @@ absl::StatusOr<std::string> Process::Reference() const {
   r.secret = s.secret;
   r.pid = s.pid;
   r.stdin_pipe = s.stdin_pipe;
+  r.pty = s.pty;
   r.stdout_offset = s.consumed[0];
   r.stderr_offset = s.consumed[1];
   r.expires_at = std::chrono::duration_cast<std::chrono::seconds>(
@@ -613,6 +636,22 @@ asio::awaitable<absl::Status> Process::Disconnect() {
   env.mutable_detach();
   s.session->Send(std::move(env));
   co_await s.session->Drain(std::chrono::duration_cast<std::chrono::milliseconds>(kCloseAfterExitTimeout));
+  co_return absl::OkStatus();
+}
+
+asio::awaitable<absl::Status> Process::Resize(unsigned cols, unsigned rows) {
+  State& s = *state_;
+  if (!s.pty) co_return absl::UnimplementedError("resize: this process has no terminal");
+  if (cols == 0 || rows == 0 || cols > 10000 || rows > 10000) {
+    co_return absl::InvalidArgumentError(absl::StrCat("terminal size ", cols, "x", rows, " is outside 1..10000"));
+  }
+  if (s.disconnected) co_return absl::FailedPreconditionError("this handle was disconnected; reopen the process");
+  if (s.exit) co_return absl::OkStatus();
+  if (!s.failed.ok()) co_return s.failed;
+  wire::Envelope env;
+  env.mutable_resize()->mutable_size()->set_cols(cols);
+  env.mutable_resize()->mutable_size()->set_rows(rows);
+  s.session->Send(std::move(env));
   co_return absl::OkStatus();
 }
 

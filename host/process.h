@@ -42,14 +42,21 @@ struct StartOptions {
   std::string cwd;                // empty: the sandbox's default directory
   std::vector<std::pair<std::string, std::string>> env;  // on top of the base
   bool inherit_env = true;  // base = the sandbox's environment minus credential-shaped names
-  bool stdin_pipe = false;  // else the child's stdin is /dev/null
+  bool stdin_pipe = false;  // else the child's stdin is /dev/null (a pty always takes input)
+  // Run on a new terminal of this size (cells, 1..10000): stdin, stdout and
+  // stderr are the terminal, output is one combined stream (kPty), EOF is
+  // the terminal's EOF character, and Resize() changes the size.
+  struct PtySize {
+    unsigned cols = 80, rows = 24;
+  };
+  std::optional<PtySize> pty;
   std::size_t output_window_bytes = kDefaultOutputWindowBytes;
   // The supervisor drops an attachment that sends nothing for this long; the
   // host pings at a third of it. 0: the supervisor's default (30 s).
   unsigned lease_ms = 0;
 };
 
-enum class StreamId { kStdout = 1, kStderr = 2 };
+enum class StreamId { kStdout = 1, kStderr = 2, kPty = 3 };
 
 struct OutputChunk {
   StreamId stream;
@@ -112,6 +119,10 @@ class Process {
   // SIGTERM to the group, then SIGKILL after grace_ms if it is still alive.
   // Returns once the request is sent; Wait() confirms the exit.
   boost::asio::awaitable<absl::Status> Terminate(unsigned grace_ms);
+
+  // Changes the terminal size (the child gets SIGWINCH). kUnimplemented
+  // without a pty; kInvalidArgument for a size outside 1..10000.
+  boost::asio::awaitable<absl::Status> Resize(unsigned cols, unsigned rows);
 
   // running | exited | unknown, asking the supervisor (30 s timeout).
   boost::asio::awaitable<ProcessStatus> Status();

@@ -50,6 +50,7 @@ std::string EncodeReference(const ProcessReference& r) {
   o["secret"] = absl::BytesToHexString(r.secret);
   o["pid"] = r.pid;
   o["stdin_pipe"] = r.stdin_pipe;
+  o["pty"] = r.pty;
   o["stdout_offset"] = r.stdout_offset;
   o["stderr_offset"] = r.stderr_offset;
   o["expires_at"] = r.expires_at;
@@ -89,6 +90,9 @@ absl::StatusOr<ProcessReference> ParseReference(std::string_view text, std::int6
   const json::value* pipe = o.if_contains("stdin_pipe");
   if (pipe == nullptr || !pipe->is_bool()) return Bad("'stdin_pipe' must be a boolean");
   r.stdin_pipe = pipe->as_bool();
+  const json::value* pty = o.if_contains("pty");
+  if (pty == nullptr || !pty->is_bool()) return Bad("'pty' must be a boolean");
+  r.pty = pty->as_bool();
   constexpr std::int64_t kMaxOffset = std::int64_t{1} << 62;
   absl::StatusOr<std::int64_t> pid = GetInt(o, "pid", -1, 1 << 30);
   absl::StatusOr<std::int64_t> out = GetInt(o, "stdout_offset", 0, kMaxOffset);

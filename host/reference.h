@@ -24,6 +24,7 @@ struct ProcessReference {
   std::string secret;      // raw bytes
   std::int32_t pid = -1;
   bool stdin_pipe = false;
+  bool pty = false;
   std::uint64_t stdout_offset = 0;  // output the holder already consumed
   std::uint64_t stderr_offset = 0;
   std::int64_t expires_at = 0;      // unix seconds

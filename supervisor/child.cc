@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <termios.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -77,6 +79,8 @@ void CloseFrom(int lowfd) {
     ::_exit(127);
   };
   ::setsid();
+  // A pty slave becomes the controlling terminal of the new session.
+  if (spec.pty && ::ioctl(in_fd, TIOCSCTTY, 0) != 0) fail(0);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -170,7 +174,95 @@ absl::StatusOr<std::string> ResolveExecutable(const std::string& name,
   return FromErrno(first_err, absl::StrCat("cannot run '", name, "': not found in PATH=", path));
 }
 
+absl::Status ResizePty(int master_fd, unsigned cols, unsigned rows) {
+  if (cols == 0 || rows == 0 || cols > kMaxPtyCells || rows > kMaxPtyCells) {
+    return absl::InvalidArgumentError(absl::StrCat("terminal size ", cols, "x", rows, " is outside 1..",
+                                                   kMaxPtyCells));
+  }
+  struct winsize ws {};
+  ws.ws_col = static_cast<unsigned short>(cols);
+  ws.ws_row = static_cast<unsigned short>(rows);
+  if (::ioctl(master_fd, TIOCSWINSZ, &ws) != 0) return FromErrno(errno, "TIOCSWINSZ");
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Opens a pty pair: master (non-blocking, close-on-exec) and slave.
+absl::Status OpenPty(const ChildSpec& spec, int* master, int* slave) {
+  *master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (*master < 0) return FromErrno(errno, "posix_openpt");
+  char name[128];
+  if (::grantpt(*master) != 0 || ::unlockpt(*master) != 0 || ::ptsname_r(*master, name, sizeof(name)) != 0) {
+    const int e = errno;
+    ::close(*master);
+    return FromErrno(e, "pty setup");
+  }
+  *slave = ::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (*slave < 0) {
+    const int e = errno;
+    ::close(*master);
+    return FromErrno(e, absl::StrCat("open ", name));
+  }
+  if (absl::Status st = ResizePty(*master, spec.cols, spec.rows); !st.ok()) {
+    ::close(*master);
+    ::close(*slave);
+    return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Child> SpawnPtyChild(const ChildSpec& spec, char* const* argv, char* const* envp) {
+  int master = -1, slave = -1, report[2];
+  if (absl::Status st = OpenPty(spec, &master, &slave); !st.ok()) return st;
+  if (::pipe2(report, O_CLOEXEC) != 0) {
+    const int e = errno;
+    ::close(master);
+    ::close(slave);
+    return FromErrno(e, "pipe");
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int e = errno;
+    for (int fd : {master, slave, report[0], report[1]}) ::close(fd);
+    return FromErrno(e, "fork");
+  }
+  if (pid == 0) ExecChild(spec, argv, envp, slave, slave, slave, report[1]);
+  ::close(slave);
+  ::close(report[1]);
+  int failure[2];
+  ssize_t n;
+  do {
+    n = ::read(report[0], failure, sizeof(failure));
+  } while (n < 0 && errno == EINTR);
+  ::close(report[0]);
+  if (n == static_cast<ssize_t>(sizeof(failure))) {
+    ::close(master);
+    static constexpr const char* kStage[] = {"set up the terminal for", "chdir to", "exec"};
+    const std::string target = failure[0] == 1 ? spec.cwd : spec.path;
+    return FromErrno(failure[1], absl::StrCat("cannot ", kStage[failure[0] % 3], " '", target, "'"));
+  }
+  Child c;
+  c.pid = pid;
+  c.stdout_fd = master;
+  c.stdin_fd = ::fcntl(master, F_DUPFD_CLOEXEC, 3);
+  for (int fd : {c.stdin_fd, c.stdout_fd}) {
+    if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  }
+  return c;
+}
+
+}  // namespace
+
 absl::StatusOr<Child> SpawnChild(const ChildSpec& spec) {
+  if (spec.pty) {
+    std::vector<char*> argv, envp;
+    for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    for (const std::string& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    return SpawnPtyChild(spec, argv.data(), envp.data());
+  }
   int in[2] = {-1, -1}, out[2], err[2], report[2];
   auto close_all = [&] {
     for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1], report[0], report[1]}) {

@@ -40,18 +40,29 @@ struct ChildSpec {
   std::vector<std::string> argv;   // argv[0] as requested
   std::vector<std::string> env;    // "NAME=value"
   std::string cwd;                 // empty: inherit
-  bool stdin_pipe = false;         // else /dev/null
+  bool stdin_pipe = false;         // else /dev/null (ignored with a pty)
+  bool pty = false;                // run on a new terminal of cols x rows
+  unsigned short cols = 80, rows = 24;
 };
 
 struct Child {
   pid_t pid = -1;
-  int stdin_fd = -1;   // -1 when stdin is /dev/null
-  int stdout_fd = -1;
-  int stderr_fd = -1;
+  int stdin_fd = -1;   // -1 when stdin is /dev/null; with a pty, a dup of the master
+  int stdout_fd = -1;  // with a pty: the master (combined output)
+  int stderr_fd = -1;  // -1 with a pty
 };
 
+// Limits on a terminal's size (cells).
+inline constexpr unsigned kMaxPtyCells = 10000;
+
+// Sets the terminal size of a pty master; the kernel signals SIGWINCH to the
+// terminal's foreground process group.
+absl::Status ResizePty(int master_fd, unsigned cols, unsigned rows);
+
 // Forks and execs. The child calls setsid (so pid == pgid), resets its signal
-// mask and dispositions, and gets exactly argv/env/cwd. Returns once exec has
+// mask and dispositions, and gets exactly argv/env/cwd. With `pty`, its
+// stdin, stdout and stderr are the slave of a new pty, which becomes its
+// controlling terminal (TIOCSCTTY). Returns once exec has
 // succeeded or failed; exec and chdir errors come back as kNotFound /
 // kPermissionDenied / kFailedPrecondition. Parent-side fds are non-blocking
 // and close-on-exec.

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <array>
@@ -43,7 +44,11 @@ constexpr std::size_t kMaxBatchBytes = 256 * 1024;  // frames coalesced per sock
 constexpr int kNumStreams = 2;                      // stdout, stderr
 constexpr std::size_t kMaxPendingConnections = 8;   // unauthenticated at once
 
-wire::Stream StreamOf(int i) { return i == 0 ? wire::STREAM_STDOUT : wire::STREAM_STDERR; }
+// Stream 0 is stdout, or the combined terminal output with a pty; 1 is stderr.
+wire::Stream StreamOf(int i, bool pty) {
+  if (pty) return i == 0 ? wire::STREAM_PTY : wire::STREAM_STDERR;
+  return i == 0 ? wire::STREAM_STDOUT : wire::STREAM_STDERR;
+}
 
 bool SecretsEqual(const std::string& a, const std::string& b) {
   if (a.size() != b.size()) return false;
@@ -132,6 +137,10 @@ class Daemon {
   absl::Status AcceptStdin(const wire::StdinData& data);
   absl::Status AcceptStdinEof(const wire::StdinEof& eof);
   absl::Status SignalGroup(int sig);
+  absl::Status Resize(const wire::PtySize& size);
+  bool stdin_enabled() const {
+    return config_.launch.has_pty() || config_.launch.stdin_mode() == wire::STDIN_PIPE;
+  }
   void Terminate(unsigned grace_ms);
   void ExitAcknowledged();
   asio::any_io_executor executor() { return io_.get_executor(); }
@@ -160,6 +169,7 @@ class Daemon {
   awaitable<void> AcceptLoop();
   awaitable<void> OutputPump(int i);
   awaitable<void> StdinPump();
+  awaitable<void> WriteTerminalEof();
   awaitable<void> Reaper();
   void Reap();
   void RecordExit(int status, const struct rusage& ru);
@@ -278,7 +288,8 @@ absl::Status Attachment::HandleHello(const wire::Envelope& env) {
                                                    "..", h.max_version(), ", supervisor speaks ",
                                                    kProtocolVersion));
   }
-  const std::uint64_t resume[kNumStreams] = {h.stdout_offset(), h.stderr_offset()};
+  const bool pty = daemon_.launch().has_pty();
+  const std::uint64_t resume[kNumStreams] = {pty ? h.pty_offset() : h.stdout_offset(), h.stderr_offset()};
   for (int i = 0; i < kNumStreams; ++i) {
     if (resume[i] > daemon_.ring(i).end()) {
       return absl::InvalidArgumentError(absl::StrCat("hello: resume offset ", resume[i],
@@ -306,7 +317,7 @@ absl::Status Attachment::HandleHello(const wire::Envelope& env) {
     std::uint64_t from = resume[i];
     if (from < r.begin()) {
       wire::Envelope gap;
-      gap.mutable_output_gap()->set_stream(StreamOf(i));
+      gap.mutable_output_gap()->set_stream(StreamOf(i, pty));
       gap.mutable_output_gap()->set_from(from);
       gap.mutable_output_gap()->set_to(r.begin());
       Queue(gap);
@@ -320,7 +331,8 @@ absl::Status Attachment::HandleHello(const wire::Envelope& env) {
 }
 
 absl::Status Attachment::HandleAck(const wire::Ack& ack) {
-  const std::uint64_t offs[kNumStreams] = {ack.stdout_offset(), ack.stderr_offset()};
+  const std::uint64_t offs[kNumStreams] = {
+      daemon_.launch().has_pty() ? ack.pty_offset() : ack.stdout_offset(), ack.stderr_offset()};
   for (int i = 0; i < kNumStreams; ++i) {
     if (offs[i] > sent_[i]) {
       return absl::InvalidArgumentError(absl::StrCat("ack: offset ", offs[i], " beyond the ",
@@ -382,10 +394,14 @@ absl::Status Attachment::Handle(const wire::Envelope& env) {
     case wire::Envelope::kTerminate:
       daemon_.Terminate(env.terminate().grace_ms());
       return absl::OkStatus();
-    case wire::Envelope::kResize:
-      Queue(ErrorEnvelope(wire::ERROR_UNSUPPORTED, "resize: this process has no terminal",
-                          env.request_id(), false));
+    case wire::Envelope::kResize: {
+      absl::Status st = daemon_.Resize(env.resize().size());
+      if (!st.ok()) {
+        Queue(ErrorEnvelope(absl::IsUnimplemented(st) ? wire::ERROR_UNSUPPORTED : wire::ERROR_INVALID_ARGUMENT,
+                            std::string(st.message()), env.request_id(), false));
+      }
       return absl::OkStatus();
+    }
     case wire::Envelope::kStatusRequest: {
       wire::Envelope reply;
       reply.set_request_id(env.request_id());
@@ -426,7 +442,7 @@ void Attachment::AppendOutput(std::string* batch) {
       std::string_view v = r.Readable(sent_[i], std::min<std::uint64_t>(kMaxOutputChunkBytes, limit - sent_[i]));
       if (v.empty()) break;
       wire::Output* o = env.mutable_output();
-      o->set_stream(StreamOf(i));
+      o->set_stream(StreamOf(i, daemon_.launch().has_pty()));
       o->set_offset(sent_[i]);
       o->set_data(v.data(), v.size());
       o->set_eof(false);
@@ -435,7 +451,7 @@ void Attachment::AppendOutput(std::string* batch) {
     }
     if (daemon_.stream_eof(i) && sent_[i] == r.end() && !eof_sent_[i]) {
       wire::Output* o = env.mutable_output();
-      o->set_stream(StreamOf(i));
+      o->set_stream(StreamOf(i, daemon_.launch().has_pty()));
       o->set_offset(sent_[i]);
       o->clear_data();
       o->set_eof(true);
@@ -535,7 +551,7 @@ void Daemon::ArmLinger() {
 
 absl::Status Daemon::AcceptStdin(const wire::StdinData& d) {
   const std::uint64_t next = stdin_.base + stdin_.buf.size();
-  if (!config_.launch.stdin_mode()) {
+  if (!stdin_enabled()) {
     return absl::FailedPreconditionError("stdin: the process was started with stdin closed");
   }
   if (stdin_.eof_requested) return absl::FailedPreconditionError("stdin: input after EOF");
@@ -576,7 +592,7 @@ absl::Status Daemon::AcceptStdinEof(const wire::StdinEof& e) {
   stdin_.eof_requested = true;
   stdin_.eof_offset = e.offset();
   stdin_.data.Notify();
-  if (!config_.launch.stdin_mode() || stdin_.closed) {
+  if (!stdin_enabled() || stdin_.closed) {
     if (auto a = attachment_.lock()) a->QueueStdinAck();
   }
   return absl::OkStatus();
@@ -587,6 +603,26 @@ absl::Status Daemon::SignalGroup(int sig) {
   if (pgid_ <= 1 || exit_) return absl::NotFoundError("signal: the process has exited");
   if (::kill(-pgid_, sig) != 0) return absl::NotFoundError(absl::StrCat("signal: kill: ", std::strerror(errno)));
   return absl::OkStatus();
+}
+
+absl::Status Daemon::Resize(const wire::PtySize& size) {
+  if (!config_.launch.has_pty()) return absl::UnimplementedError("resize: this process has no terminal");
+  if (!streams_[0]->fd.is_open()) return absl::OkStatus();  // the terminal is gone with the child
+  return ResizePty(streams_[0]->fd.native_handle(), size.cols(), size.rows());
+}
+
+awaitable<void> Daemon::WriteTerminalEof() {
+  struct termios t {};
+  char veof = 4;  // ^D unless the terminal says otherwise
+  if (::tcgetattr(stdin_.fd.native_handle(), &t) == 0 && t.c_cc[VEOF] != 0) veof = static_cast<char>(t.c_cc[VEOF]);
+  while (true) {
+    const ssize_t n = ::write(stdin_.fd.native_handle(), &veof, 1);
+    if (n == 1 || (n < 0 && errno != EAGAIN && errno != EINTR)) co_return;
+    if (n < 0 && errno == EAGAIN) {
+      auto [ec] = co_await stdin_.fd.async_wait(asio::posix::stream_descriptor::wait_write, kNoThrow);
+      if (ec) co_return;
+    }
+  }
 }
 
 void Daemon::Terminate(unsigned grace_ms) {
@@ -636,6 +672,11 @@ void Daemon::Start() {
   spec.env = *std::move(env);
   spec.cwd = l.cwd();
   spec.stdin_pipe = l.stdin_mode() == wire::STDIN_PIPE;
+  spec.pty = l.has_pty();
+  if (spec.pty) {
+    spec.cols = static_cast<unsigned short>(l.pty().cols());
+    spec.rows = static_cast<unsigned short>(l.pty().rows());
+  }
   absl::StatusOr<std::string> path = ResolveExecutable(spec.argv[0], spec.env, spec.cwd, l.resolve_relative());
   if (!path.ok()) {
     return Fail(absl::IsInvalidArgument(path.status()) ? wire::ERROR_INVALID_ARGUMENT
@@ -648,13 +689,19 @@ void Daemon::Start() {
   pid_ = pgid_ = child->pid;
   phase_ = wire::ProcessState::PHASE_RUNNING;
   streams_[0]->fd.assign(child->stdout_fd);
-  streams_[1]->fd.assign(child->stderr_fd);
+  if (child->stderr_fd >= 0) {
+    streams_[1]->fd.assign(child->stderr_fd);
+  } else {
+    streams_[1]->eof = true;  // a terminal combines everything into stream 0
+  }
   if (child->stdin_fd >= 0) {
     stdin_.fd.assign(child->stdin_fd);
   } else {
     stdin_.closed = true;
   }
-  for (int i = 0; i < kNumStreams; ++i) asio::co_spawn(io_, OutputPump(i), RethrowOnError);
+  for (int i = 0; i < kNumStreams; ++i) {
+    if (!streams_[i]->eof) asio::co_spawn(io_, OutputPump(i), RethrowOnError);
+  }
   if (!stdin_.closed) asio::co_spawn(io_, StdinPump(), RethrowOnError);
 }
 
@@ -696,7 +743,12 @@ awaitable<void> Daemon::OutputPump(int i) {
 awaitable<void> Daemon::StdinPump() {
   while (true) {
     if (stdin_.buf.empty()) {
-      if (stdin_.eof_requested && stdin_.base == stdin_.eof_offset) break;
+      if (stdin_.eof_requested && stdin_.base == stdin_.eof_offset) {
+        // A terminal has no pipe to close: EOF is its EOF character, which
+        // the line discipline turns into a zero-length read.
+        if (config_.launch.has_pty()) co_await WriteTerminalEof();
+        break;
+      }
       co_await stdin_.data.Wait();
       continue;
     }

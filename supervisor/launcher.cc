@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "protocol/envelope.h"
 #include "supervisor/bridge.h"
+#include "supervisor/child.h"
 #include "supervisor/daemon.h"
 #include "supervisor/state_dir.h"
 
@@ -127,7 +128,11 @@ absl::Status ValidateLaunch(const wire::Launch& l) {
   if (l.state_dir().empty() || l.state_dir()[0] != '/' || l.state_dir().find('\0') != std::string::npos) {
     return absl::InvalidArgumentError("state_dir must be an absolute path");
   }
-  if (l.has_pty()) return absl::InvalidArgumentError("pty: not supported by this supervisor yet");
+  if (l.has_pty() && (l.pty().cols() == 0 || l.pty().rows() == 0 || l.pty().cols() > kMaxPtyCells ||
+                      l.pty().rows() > kMaxPtyCells)) {
+    return absl::InvalidArgumentError(absl::StrCat("pty size ", l.pty().cols(), "x", l.pty().rows(),
+                                                   " is outside 1..", kMaxPtyCells));
+  }
   return absl::OkStatus();
 }
 

@@ -77,7 +77,7 @@ struct Output {
 // Reads to the end of output; `stdout_from` is what the caller already read.
 awaitable<Output> ReadAll(Process& p, std::uint64_t stdout_from = 0) {
   Output o;
-  std::uint64_t next[3] = {0, stdout_from, 0};
+  std::uint64_t next[4] = {0, stdout_from, 0, stdout_from};
   while (true) {
     absl::StatusOr<std::optional<OutputChunk>> c = co_await p.Read();
     if (!c.ok()) {
@@ -88,7 +88,7 @@ awaitable<Output> ReadAll(Process& p, std::uint64_t stdout_from = 0) {
     const int s = static_cast<int>((*c)->stream);
     CHECK((*c)->offset == next[s]);  // in order, no gap, no duplicate
     next[s] += (*c)->bytes.size();
-    ((*c)->stream == StreamId::kStdout ? o.out : o.err) += (*c)->bytes;
+    ((*c)->stream == StreamId::kStderr ? o.err : o.out) += (*c)->bytes;
   }
   co_return o;
 }
@@ -558,6 +558,94 @@ TEST_CASE("bad references are refused before anything is touched") {
     expired.replace(at, expired.find('}', at) - at, "1000");
     CHECK(absl::IsDeadlineExceeded((co_await Process::Reopen(t, expired)).status()));
     CHECK((co_await (*p)->CloseStdin()).ok());
+    co_await ReadAll(**p);
+  });
+}
+
+}  // namespace
+}  // namespace tether
+
+namespace tether {
+namespace {
+
+awaitable<absl::StatusOr<std::unique_ptr<Process>>> StartPty(Transport& t, std::vector<std::string> argv,
+                                                             unsigned cols, unsigned rows) {
+  StartOptions o;
+  o.argv = std::move(argv);
+  o.pty = StartOptions::PtySize{cols, rows};
+  co_return co_await Process::Start(t, std::move(o));
+}
+
+// Reads and drops the rest of the output.
+awaitable<void> Drain(Process& p) {
+  while (true) {
+    auto c = co_await p.Read();
+    if (!c.ok() || !*c) break;
+  }
+}
+
+// Reads terminal output until it contains `want` (or the output ends).
+awaitable<std::string> ReadUntil(Process& p, std::string_view want) {
+  std::string got;
+  while (got.find(want) == std::string::npos) {
+    auto c = co_await p.Read();
+    if (!c.ok() || !*c) break;
+    CHECK((*c)->stream == StreamId::kPty);
+    got += (*c)->bytes;
+  }
+  co_return got;
+}
+
+TEST_CASE("a pty child has a terminal of the requested size on all three stdio fds") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto p = co_await StartPty(t, V("sh", "-c", "test -t 0 && test -t 1 && test -t 2 && echo tty; stty size"), 80, 24);
+    REQUIRE(p.ok());
+    std::string out = co_await ReadUntil(**p, "\n24 80\r\n");
+    co_await Drain(**p);
+    CHECK(out.find("tty\r\n24 80\r\n") != std::string::npos);
+    CHECK((co_await (*p)->Wait())->code == 0);
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);
+}
+
+TEST_CASE("resize reaches the pty child, which sees the new size") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto p = co_await StartPty(t, V("sh", "-c", "stty size; read x; stty size"), 80, 24);
+    REQUIRE(p.ok());
+    CHECK((co_await ReadUntil(**p, "24 80\r\n")).find("24 80") != std::string::npos);
+    CHECK((co_await (*p)->Resize(132, 43)).ok());
+    CHECK((co_await (*p)->Write("\n")).ok());
+    CHECK((co_await ReadUntil(**p, "43 132\r\n")).find("43 132") != std::string::npos);
+    co_await Drain(**p);
+    CHECK((co_await (*p)->Wait())->code == 0);
+    CHECK(absl::IsInvalidArgument(co_await (*p)->Resize(0, 10)));
+  });
+}
+
+TEST_CASE("close_stdin on a pty sends the terminal's EOF character") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto p = co_await StartPty(t, V("wc", "-c"), 80, 24);
+    REQUIRE(p.ok());
+    CHECK((co_await (*p)->Write(std::string("ab\0c\n", 5))).ok());
+    CHECK((co_await (*p)->CloseStdin()).ok());
+    std::string out = co_await ReadUntil(**p, "5\r\n");
+    CHECK(out.find("5\r\n") != std::string::npos);
+    co_await Drain(**p);
+    CHECK((co_await (*p)->Wait())->code == 0);
+  });
+}
+
+TEST_CASE("resize without a pty is unsupported, and bad terminal sizes are refused") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    CHECK(absl::IsInvalidArgument((co_await StartPty(t, V("true"), 0, 24)).status()));
+    CHECK(absl::IsInvalidArgument((co_await StartPty(t, V("true"), 80, 10001)).status()));
+    auto p = co_await Start(t, V("true"));
+    REQUIRE(p.ok());
+    CHECK(absl::IsUnimplemented(co_await (*p)->Resize(80, 24)));
     co_await ReadAll(**p);
   });
 }

@@ -1,4 +1,5 @@
 #include "supervisor/launcher.h"
+#include "supervisor/child.h"
 
 #include <functional>
 #include <string>
@@ -105,14 +106,18 @@ TEST_CASE("rejects a cwd holding a NUL byte") {
   CheckRejected([](wire::Launch& l) { l.set_cwd(std::string("/tmp\0x", 6)); }, "cwd contains a NUL byte");
 }
 
-TEST_CASE("rejects a pty request, which this supervisor cannot serve yet") {
+TEST_CASE("accepts a pty of a sane size and rejects zero or huge sizes") {
+  wire::Launch l = GoodLaunch();
+  l.mutable_pty()->set_cols(80);
+  l.mutable_pty()->set_rows(24);
+  CHECK(ValidateLaunch(l).ok());
+  CheckRejected([](wire::Launch& l) { l.mutable_pty(); }, "pty size 0x0");
   CheckRejected(
       [](wire::Launch& l) {
         l.mutable_pty()->set_cols(80);
-        l.mutable_pty()->set_rows(24);
+        l.mutable_pty()->set_rows(kMaxPtyCells + 1);
       },
-      "pty");
-  CheckRejected([](wire::Launch& l) { l.mutable_pty(); }, "pty");  // set, even with a zero size
+      "is outside 1..");
 }
 
 }  // namespace

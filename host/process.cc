@@ -319,6 +319,7 @@ Process::~Process() {
 
 std::int32_t Process::pid() const { return state_->pid; }
 bool Process::output_gap() const { return state_->output_gap; }
+bool Process::has_pty() const { return state_->pty; }
 
 namespace {
 

@@ -138,6 +138,8 @@ class Process {
   std::int32_t pid() const;
   // True once the supervisor reported output lost while detached.
   bool output_gap() const;
+  // True when the process runs on a terminal (output is kPty).
+  bool has_pty() const;
 
   struct State;  // shared with the receive pump
 

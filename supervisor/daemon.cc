@@ -733,8 +733,12 @@ awaitable<void> Daemon::OutputPump(int i) {
     }
     break;  // EOF or a read error: either way nothing more comes
   }
-  boost::system::error_code ec;
-  s.fd.close(ec);
+  // A terminal's master stays open until the child is reaped: its last close
+  // hangs the terminal up, and a SIGHUP must not reach a child still exiting.
+  if (!(config_.launch.has_pty() && i == 0)) {
+    boost::system::error_code ec;
+    s.fd.close(ec);
+  }
   s.eof = true;
   WakeAttachment();
   OnExitKnown();
@@ -840,6 +844,8 @@ void Daemon::OnExitKnown() {
     e.mutable_rusage()->set_max_rss_kib(static_cast<std::uint64_t>(rusage_.ru_maxrss));
     exit_ = e;
     phase_ = wire::ProcessState::PHASE_EXITED;
+    boost::system::error_code ec;
+    streams_[0]->fd.close(ec);  // a pty master kept open until now (see OutputPump)
   }
   if (!exit_) return;
   WakeAttachment();

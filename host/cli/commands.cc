@@ -1,6 +1,8 @@
 #include "host/cli/commands.h"
 
 #include <signal.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -16,6 +18,7 @@
 #include <iostream>
 #include <iterator>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -43,6 +46,37 @@ int ExitForError(const absl::Status& st) {
   return kExitTetherFailure;
 }
 
+// Our own terminal's size, if stdin or stdout is one.
+std::optional<std::pair<unsigned, unsigned>> OwnTerminalSize() {
+  struct winsize ws {};
+  for (int fd : {0, 1, 2}) {
+    if (::ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 && ws.ws_row > 0) {
+      return std::make_pair(static_cast<unsigned>(ws.ws_col), static_cast<unsigned>(ws.ws_row));
+    }
+  }
+  return std::nullopt;
+}
+
+// Puts our stdin terminal (if it is one) in raw mode for the lifetime of the
+// object, so keys reach the remote terminal's line discipline untouched.
+class RawTerminal {
+ public:
+  RawTerminal() {
+    if (::isatty(0) && ::tcgetattr(0, &saved_) == 0) {
+      struct termios raw = saved_;
+      ::cfmakeraw(&raw);
+      active_ = ::tcsetattr(0, TCSAFLUSH, &raw) == 0;
+    }
+  }
+  ~RawTerminal() {
+    if (active_) ::tcsetattr(0, TCSAFLUSH, &saved_);
+  }
+
+ private:
+  struct termios saved_ {};
+  bool active_ = false;
+};
+
 asio::awaitable<void> PumpStdin(Process& p, AsyncFd& in) {
   std::unique_ptr<char[]> buf(new char[kMaxWriteBytes]);
   while (true) {
@@ -56,6 +90,22 @@ asio::awaitable<void> PumpStdin(Process& p, AsyncFd& in) {
 // Connects the CLI's stdio to `p` until the exit; returns the CLI status.
 asio::awaitable<int> Interact(Process& p, bool forward_stdin) {
   auto ex = co_await asio::this_coro::executor;
+  std::optional<RawTerminal> raw;
+  if (p.has_pty()) raw.emplace();
+  // Our terminal's size changes follow to the remote one.
+  asio::signal_set winch(ex);
+  std::function<void(boost::system::error_code, int)> on_winch = [&](boost::system::error_code ec, int) {
+    if (ec) return;
+    if (auto size = OwnTerminalSize()) {
+      asio::co_spawn(ex, [&p, size]() -> asio::awaitable<void> { co_await p.Resize(size->first, size->second); },
+                     asio::detached);
+    }
+    winch.async_wait(on_winch);
+  };
+  if (p.has_pty()) {
+    winch.add(SIGWINCH);
+    winch.async_wait(on_winch);
+  }
   AsyncFd in(ex, 0), out(ex, 1), err(ex, 2);
   // PumpStdin borrows `p` and `in`: it is joined before they go away.
   bool stdin_done = !forward_stdin;
@@ -88,7 +138,7 @@ asio::awaitable<int> Interact(Process& p, bool forward_stdin) {
     }
     if (!*chunk) break;
     if (output_gone) continue;
-    AsyncFd& dst = (*chunk)->stream == StreamId::kStdout ? out : err;
+    AsyncFd& dst = (*chunk)->stream == StreamId::kStderr ? err : out;
     if (!(co_await dst.WriteAll((*chunk)->bytes)).ok()) {
       // Our reader has gone (EPIPE): the job cannot deliver output any more.
       output_gone = true;
@@ -104,6 +154,7 @@ asio::awaitable<int> Interact(Process& p, bool forward_stdin) {
   }
   boost::system::error_code ignored;
   signals.cancel(ignored);
+  winch.cancel(ignored);
   in.Cancel();
   while (!stdin_done) co_await stdin_joined.async_wait(asio::as_tuple(asio::use_awaitable));
   co_return code;
@@ -115,6 +166,13 @@ StartOptions ToStartOptions(const RunArgs& args) {
   opts.cwd = args.cwd;
   opts.env = args.env;
   opts.stdin_pipe = args.stdin_pipe;
+  if (args.pty) {
+    StartOptions::PtySize size;
+    if (auto own = OwnTerminalSize()) size = {own->first, own->second};
+    if (args.cols) size.cols = args.cols;
+    if (args.rows) size.rows = args.rows;
+    opts.pty = size;
+  }
   return opts;
 }
 
@@ -207,6 +265,16 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
         return absl::InvalidArgumentError(absl::StrCat("--env wants NAME=VALUE, got '", *v, "'"));
       }
       r.env.emplace_back(v->substr(0, eq), v->substr(eq + 1));
+    } else if (a == "--pty") {
+      r.pty = true;
+    } else if (a == "--cols" || a == "--rows") {
+      absl::StatusOr<std::string> v = value(a);
+      if (!v.ok()) return v.status();
+      unsigned n = 0;
+      if (!absl::SimpleAtoi(*v, &n) || n == 0 || n > 10000) {
+        return absl::InvalidArgumentError(absl::StrCat(a, " wants 1..10000, got '", *v, "'"));
+      }
+      (a == "--cols" ? r.cols : r.rows) = n;
     } else if (a == "--no-stdin") {
       r.stdin_pipe = false;
     } else if (a == "--stdin") {
@@ -219,6 +287,7 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
   }
   r.argv.assign(args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())), args.end());
   if (r.argv.empty()) return absl::InvalidArgumentError("no command given after --");
+  if ((r.cols || r.rows) && !r.pty) return absl::InvalidArgumentError("--cols and --rows need --pty");
   return r;
 }
 

@@ -23,6 +23,8 @@ struct RunArgs {
   std::string cwd;
   std::vector<std::pair<std::string, std::string>> env;
   bool stdin_pipe = true;
+  bool pty = false;
+  unsigned cols = 0, rows = 0;  // 0: from our own terminal, else 80x24
   std::vector<std::string> argv;
 };
 
@@ -38,10 +40,13 @@ int ReferenceCommand(const std::string& command, const std::vector<std::string>&
 inline constexpr char kUsage[] =
     "usage: tether <command> [options]\n"
     "\n"
-    "  run   [--provider local] [--cwd DIR] [--env NAME=VALUE]... [--no-stdin] -- ARGV...\n"
+    "  run   [--provider local] [--cwd DIR] [--env NAME=VALUE]... [--no-stdin]\n"
+    "        [--pty [--cols N] [--rows N]] -- ARGV...\n"
     "        run ARGV in the sandbox; stdin, stdout and stderr are forwarded byte\n"
     "        for byte, SIGINT/SIGTERM/SIGHUP go to the child's process group, and\n"
-    "        tether exits with the child's status (128+N when signal N ended it)\n"
+    "        tether exits with the child's status (128+N when signal N ended it).\n"
+    "        --pty runs it on a terminal (size from ours, or 80x24; our size\n"
+    "        changes follow; our terminal is raw meanwhile)\n"
     "  start [same options as run] -- ARGV...\n"
     "        start ARGV and leave it running; prints a reference (private JSON,\n"
     "        valid 24 h) for the commands below. REF is that JSON, @FILE or -\n"

@@ -327,6 +327,22 @@ else
   printf 'skip  a child idle for longer than the 30 s lease (set TETHER_CLI_SLOW=1)\n'
 fi
 
+# ----------------------------------------------------------------- terminals
+
+run pty1 run --pty --cols 100 --rows 30 -- sh -c 'test -t 0 && test -t 1 && echo tty; stty size; exit 3'
+expect_status "run --pty passes the child's status" 3 pty1
+printf 'tty\r\n30 100\r\n' >"$WORK/pty1.want"
+same_file "run --pty gives the child a terminal of the requested size" "$WORK/pty1.out" "$WORK/pty1.want"
+printf 'abc\n' >"$WORK/pty2.in"
+STDIN=$WORK/pty2.in run pty2 run --pty -- wc -c
+if [[ $STATUS -eq 0 && $(tr -d '\r' <"$WORK/pty2.out") == *$'\n4' ]]; then
+  pass "stdin EOF reaches a pty child as the terminal's EOF character"
+else
+  fail "stdin EOF reaches a pty child as the terminal's EOF character" "status $STATUS: $(od -c "$WORK/pty2.out" | head -3)"
+fi
+run pty3 run --cols 80 -- true
+expect_status "--cols without --pty is a usage error" 2 pty3
+
 # ------------------------------------- start, attach, status, signal, kill, wait
 
 run start1 start -- sh -c 'printf "a\000b"; read x; printf "%s" "$x" >&2; exit 5'

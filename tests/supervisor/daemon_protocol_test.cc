@@ -11,6 +11,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
@@ -1487,6 +1489,62 @@ TEST_CASE("an inherited environment reaches the child without credential-shaped 
   Transcript t;
   REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return t.exit.has_value(); }).ok());
   CHECK(t.data[0] == "plain|scrubbed|scrubbed|explicit");
+}
+
+}  // namespace
+}  // namespace tether::supervisor
+
+namespace tether::supervisor {
+namespace {
+
+// In a forked child running as `uid`: connects to `sock` and reports 0 when
+// the connection was refused or closed without a byte, 1 when bytes came,
+// 2 when the connect itself succeeded and nothing could be judged.
+int ConnectAs(uid_t uid, const std::string& sock) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setgid(uid) != 0 || ::setuid(uid) != 0) ::_exit(3);
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", sock.c_str());
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) ::_exit(0);  // refused
+    // Say hello with garbage; a daemon that talked to us would answer.
+    (void)!::write(fd, "hello?", 6);
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 5000) <= 0) ::_exit(2);
+    char c;
+    // EOF, or a reset because our bytes were never read: closed on us.
+    ::_exit(::read(fd, &c, 1) > 0 ? 1 : 0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 4;
+}
+
+TEST_CASE("another uid cannot connect: the private directory stops it, and SO_PEERCRED behind it") {
+  if (::geteuid() != 0) {
+    MESSAGE("needs root to act as another uid; CI runs as root");
+    return;
+  }
+  Sandbox sb;
+  const wire::Launch l = sb.NewLaunch({"cat"});
+  Attached a = sb.Start(l);
+  const std::string sock = l.state_dir() + "/" + kSocketName;
+  constexpr uid_t kNobody = 65534;
+  CHECK(ConnectAs(kNobody, sock) == 0);  // EACCES on the 0700 directory
+  // Open the path up as a careless operator might; the daemon still checks
+  // the peer's uid and closes without a byte.
+  REQUIRE(::chmod(sb.tmp.path().c_str(), 0755) == 0);
+  REQUIRE(::chmod((sb.tmp / "run").c_str(), 0755) == 0);
+  REQUIRE(::chmod(l.state_dir().c_str(), 0755) == 0);
+  REQUIRE(::chmod(sock.c_str(), 0666) == 0);
+  CHECK(ConnectAs(kNobody, sock) == 0);
+  REQUIRE(::chmod(l.state_dir().c_str(), 0700) == 0);
+  // The rightful attachment is untouched.
+  a.peer->Send(StdinData(0, "ok"));
+  Transcript t;
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return t.data[0] == "ok"; }).ok());
 }
 
 }  // namespace

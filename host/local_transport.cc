@@ -142,6 +142,7 @@ class LocalTransport final : public Transport {
     info.state_root = root_ + "/run";
     info.bin_dir = root_ + "/bin";
     if (absl::Status st = EnsurePrivateDir(info.bin_dir); !st.ok()) co_return st;
+    if (absl::Status st = EnsurePrivateDir(info.state_root); !st.ok()) co_return st;
     co_return info;
   }
 

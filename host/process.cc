@@ -4,6 +4,7 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -69,6 +70,7 @@ absl::Status ValidateOptions(const StartOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("terminal size ", o.pty->cols, "x", o.pty->rows,
                                                    " is outside 1..10000"));
   }
+  if (o.setup_timeout_ms == 0) return absl::InvalidArgumentError("setup_timeout_ms must be positive");
   if (o.output_window_bytes < kMinOutputWindowBytes || o.output_window_bytes > kMaxOutputWindowBytes) {
     return absl::InvalidArgumentError(absl::StrCat("output_window_bytes must be ", kMinOutputWindowBytes,
                                                    "..", kMaxOutputWindowBytes));
@@ -385,8 +387,36 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Start(Transpo
   wire::Hello hello;
   hello.set_secret(secret);
   hello.set_window_bytes(options.output_window_bytes);
-  absl::StatusOr<wire::Welcome> welcome = co_await Attach(
-      transport, *state, std::move(command), protocol::EncodeEnvelope(launch_env), std::move(hello));
+  // Setup deadline: the attach races a timer; whichever loses is cancelled
+  // (the channel's pending read with it), so a stuck channel cannot hold us.
+  absl::StatusOr<wire::Welcome> welcome = absl::UnavailableError("setup not finished");
+  bool timed_out = false;
+  {
+    using namespace asio::experimental::awaitable_operators;
+    asio::steady_timer deadline(transport.executor(), std::chrono::milliseconds(options.setup_timeout_ms));
+    auto raced = co_await (Attach(transport, *state, std::move(command), protocol::EncodeEnvelope(launch_env),
+                                  std::move(hello)) ||
+                           deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
+    if (raced.index() == 0) {
+      welcome = std::get<0>(std::move(raced));
+    } else {
+      timed_out = true;
+      if (state->session) state->session->Close();
+    }
+  }
+  if (timed_out || (!welcome.ok() && absl::IsUnavailable(welcome.status()))) {
+    // The Launch was dispatched and its fate is unknown: make sure a delayed
+    // one never starts the child. Never launch again.
+    absl::Status marker = co_await transport.PutFile(state->state_dir + ".cancel", "", 0600);
+    co_return absl::UnknownError(absl::StrCat(
+        "OUTCOME_UNKNOWN: setup ",
+        timed_out ? absl::StrCat("did not finish within ", options.setup_timeout_ms, " ms")
+                   : absl::StrCat("lost its connection: ", std::string(welcome.status().message())),
+        marker.ok() ? "; a cancellation marker stops a delayed launch from starting the process"
+                    : absl::StrCat("; the cancellation marker could not be written: ",
+                                   std::string(marker.message())),
+        "; it was not started again"));
+  }
   if (!welcome.ok()) co_return welcome.status();
 
   if (welcome->state().phase() == wire::ProcessState::PHASE_FAILED) {

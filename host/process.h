@@ -54,6 +54,11 @@ struct StartOptions {
   // The supervisor drops an attachment that sends nothing for this long; the
   // host pings at a third of it. 0: the supervisor's default (30 s).
   unsigned lease_ms = 0;
+  // Local limit on setup (install, launch, handshake). When it passes after
+  // the launch was dispatched, Start leaves a cancellation marker so that a
+  // delayed launch never starts the child, and fails with kUnknown
+  // (OUTCOME_UNKNOWN); it never starts the command again to recover.
+  unsigned setup_timeout_ms = 30 * 1000;
 };
 
 enum class StreamId { kStdout = 1, kStderr = 2, kPty = 3 };

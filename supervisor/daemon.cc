@@ -24,6 +24,7 @@
 #include "protocol/status_macros.h"
 #include "supervisor/async.h"
 #include "supervisor/child.h"
+#include "supervisor/launcher.h"
 #include "supervisor/output_ring.h"
 #include "supervisor/state_dir.h"
 #include "tether/protocol/version.h"
@@ -199,6 +200,7 @@ class Daemon {
   asio::steady_timer linger_;
   asio::steady_timer kill_timer_;
   bool terminating_ = false;
+  bool cancelled_ = false;  // a cancellation marker was found before the child started
   bool shut_down_ = false;
   friend class Attachment;
 };
@@ -645,6 +647,7 @@ void Daemon::Shutdown() {
   shut_down_ = true;
   // Files first: once the attachment closes, the host may look for them.
   RemovePrivateDir(config_.state_dir);
+  ::unlink(CancelMarkerPath(config_.state_dir).c_str());
   boost::system::error_code ec;
   acceptor_.close(ec);
   if (auto a = attachment_.lock()) a->Close();
@@ -684,6 +687,13 @@ void Daemon::Start() {
                 path.status());
   }
   spec.path = *std::move(path);
+  // The last moment a host's cancellation can stop the launch: nothing has
+  // been started yet, and nothing ever will be.
+  if (LaunchCancelled(config_.state_dir)) {
+    // The host gave up on this launch: nobody will read the record.
+    cancelled_ = true;
+    return;
+  }
   absl::StatusOr<Child> child = SpawnChild(spec);
   if (!child.ok()) return Fail(wire::ERROR_LAUNCH_FAILED, child.status());
   pid_ = pgid_ = child->pid;
@@ -855,6 +865,10 @@ void Daemon::OnExitKnown() {
 int Daemon::Run() {
   asio::co_spawn(io_, Reaper(), RethrowOnError);
   Start();
+  if (cancelled_) {
+    Shutdown();
+    return 0;
+  }
   asio::co_spawn(io_, AcceptLoop(), RethrowOnError);
   if (exit_) OnExitKnown();
   io_.run();

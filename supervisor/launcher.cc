@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -103,6 +104,13 @@ bool Daemonize(int listen_fd) {
 
 }  // namespace
 
+std::string CancelMarkerPath(const std::string& state_dir) { return state_dir + ".cancel"; }
+
+bool LaunchCancelled(const std::string& state_dir) {
+  struct stat st;
+  return ::lstat(CancelMarkerPath(state_dir).c_str(), &st) == 0;
+}
+
 absl::Status ValidateLaunch(const wire::Launch& l) {
   if (l.launch_id().empty() || l.launch_id().size() > kMaxLaunchIdBytes) {
     return absl::InvalidArgumentError(absl::StrCat("launch id must be 1..", kMaxLaunchIdBytes, " bytes"));
@@ -142,6 +150,12 @@ int LaunchMain() {
   if (!launch.ok()) return Report(wire::ERROR_PROTOCOL, launch.status());
   if (absl::Status st = ValidateLaunch(*launch); !st.ok()) return Report(wire::ERROR_INVALID_ARGUMENT, st);
   const std::string dir = launch->state_dir();
+  if (LaunchCancelled(dir)) {
+    ::unlink(CancelMarkerPath(dir).c_str());
+    return Report(wire::ERROR_CANCELLED,
+                  absl::CancelledError("launch cancelled: the host abandoned its setup and left a "
+                                       "cancellation marker; nothing was started"));
+  }
 
   absl::Status created = CreatePrivateDir(dir);
   if (absl::IsAlreadyExists(created)) {

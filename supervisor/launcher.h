@@ -21,6 +21,13 @@ inline constexpr std::size_t kMaxLaunchIdBytes = 64;
 inline constexpr std::size_t kMinSecretBytes = 16;
 inline constexpr std::size_t kMaxSecretBytes = 64;
 
+// The cancellation marker of a launch: "<state_dir>.cancel", beside the
+// private directory in the same private state root. A host that abandons a
+// setup writes it; a launch that finds it starts no child and reports
+// ERROR_CANCELLED instead.
+std::string CancelMarkerPath(const std::string& state_dir);
+bool LaunchCancelled(const std::string& state_dir);
+
 // Checks a Launch before anything is created. kInvalidArgument with the reason.
 absl::Status ValidateLaunch(const wire::Launch& launch);
 

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -648,6 +649,99 @@ TEST_CASE("resize without a pty is unsupported, and bad terminal sizes are refus
     CHECK(absl::IsUnimplemented(co_await (*p)->Resize(80, 24)));
     co_await ReadAll(**p);
   });
+}
+
+}  // namespace
+}  // namespace tether
+
+namespace tether {
+namespace {
+
+// A transport whose channels hold every write back for `delay`: a slow
+// native channel, for setup timeouts.
+class SlowTransport final : public Transport {
+ public:
+  SlowTransport(Transport& inner, std::chrono::milliseconds delay) : inner_(inner), delay_(delay) {}
+  std::string_view name() const override { return inner_.name(); }
+  std::string sandbox_id() const override { return inner_.sandbox_id(); }
+  asio::any_io_executor executor() const override { return inner_.executor(); }
+  awaitable<absl::StatusOr<SandboxInfo>> Probe() override { co_return co_await inner_.Probe(); }
+  awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
+    co_return co_await inner_.PutFile(std::move(path), bytes, mode);
+  }
+  awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
+    auto ch = co_await inner_.Exec(std::move(argv));
+    if (!ch.ok()) co_return ch.status();
+    co_return std::unique_ptr<Channel>(new SlowChannel(*std::move(ch), delay_));
+  }
+
+ private:
+  class SlowChannel final : public Channel {
+   public:
+    SlowChannel(std::unique_ptr<Channel> inner, std::chrono::milliseconds delay)
+        : inner_(std::move(inner)), late_(std::make_shared<Late>(Late{inner_, 0})), delay_(delay) {}
+    awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
+      co_return co_await inner_->ReadSome(buf);
+    }
+    // Accepts at once and delivers after the delay, even when the host has
+    // given up by then: what a slow native call does. The last delivery
+    // also reads the far end's answer to EOF, so that it can finish.
+    awaitable<absl::Status> Write(std::string_view bytes) override {
+      auto ex = co_await asio::this_coro::executor;
+      ++late_->pending;
+      asio::co_spawn(
+          ex,
+          [late = late_, copy = std::string(bytes), delay = delay_]() -> awaitable<void> {
+            asio::steady_timer t(co_await asio::this_coro::executor, delay);
+            co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+            co_await late->inner->Write(copy);
+            if (--late->pending > 0) co_return;
+            late->inner->CloseWrite();
+            char buf[4096];
+            while (true) {
+              auto n = co_await late->inner->ReadSome({buf, sizeof buf});
+              if (!n.ok() || *n == 0) break;
+            }
+          },
+          asio::detached);
+      co_return absl::OkStatus();
+    }
+    void CloseWrite() override { inner_->CloseWrite(); }
+    void Close() override {}  // the late delivery still happens; the inner channel ends with it
+    std::string Diagnostics() const override { return inner_->Diagnostics(); }
+
+   private:
+    struct Late {
+      std::shared_ptr<Channel> inner;
+      int pending;  // deliveries not yet made
+    };
+    std::shared_ptr<Channel> inner_;
+    std::shared_ptr<Late> late_;
+    std::chrono::milliseconds delay_;
+  };
+
+  Transport& inner_;
+  std::chrono::milliseconds delay_;
+};
+
+TEST_CASE("a setup that times out after dispatch is OUTCOME_UNKNOWN and the late launch never starts") {
+  Sandbox sb;
+  sb.Run([&sb](Transport& t) -> awaitable<void> {
+    SlowTransport slow(t, std::chrono::milliseconds(1000));
+    const std::string flag = sb.root() + "/child-ran";
+    StartOptions o;
+    o.argv = V("sh", "-c", "echo ran > " + flag);
+    o.setup_timeout_ms = 200;
+    absl::Status st = (co_await Process::Start(slow, o)).status();
+    CHECK(absl::IsUnknown(st));
+    CHECK(std::string(st.message()).find("OUTCOME_UNKNOWN") != std::string::npos);
+    CHECK(std::string(st.message()).find("cancellation marker") != std::string::npos);
+    // The launch arrives late, finds the marker and starts nothing.
+    asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::milliseconds(2500));
+    co_await timer.async_wait(asio::use_awaitable);
+    CHECK(!std::filesystem::exists(flag));
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);  // the late launcher consumed the marker
 }
 
 }  // namespace

@@ -1549,3 +1549,30 @@ TEST_CASE("another uid cannot connect: the private directory stops it, and SO_PE
 
 }  // namespace
 }  // namespace tether::supervisor
+
+namespace tether::supervisor {
+namespace {
+
+TEST_CASE("a cancelled launch never starts its child and leaves nothing behind") {
+  Sandbox sb;
+  const std::string flag = sb.tmp / "child-ran";
+  const wire::Launch l = sb.NewLaunch({"/bin/sh", "-c", "echo ran > " + flag});
+  REQUIRE(::mkdir((sb.tmp / "run").c_str(), 0700) == 0);
+  {
+    std::ofstream marker(CancelMarkerPath(l.state_dir()));
+  }
+  REQUIRE(LaunchCancelled(l.state_dir()));
+  Peer p({"launch"});
+  REQUIRE(p.SendAsIs(Wrap(l)));
+  const wire::Error e = ExpectFatalError(p);
+  CHECK(e.code() == wire::ERROR_CANCELLED);
+  CHECK(Contains(e.message(), "cancel"));
+  ::usleep(300 * 1000);
+  struct stat st;
+  CHECK(::lstat(flag.c_str(), &st) != 0);               // the child never ran
+  CHECK(::lstat(l.state_dir().c_str(), &st) != 0);      // no private directory
+  CHECK_FALSE(LaunchCancelled(l.state_dir()));          // the marker was consumed
+}
+
+}  // namespace
+}  // namespace tether::supervisor

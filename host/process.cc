@@ -95,6 +95,7 @@ ExitStatus ToExitStatus(const wire::Exit& e) {
     s.code = e.code();
   }
   s.core_dumped = e.core_dumped();
+  s.output_cut = e.output_cut();
   s.user_us = e.rusage().user_us();
   s.system_us = e.rusage().system_us();
   s.max_rss_kib = e.rusage().max_rss_kib();

@@ -74,6 +74,9 @@ struct ExitStatus {
   std::optional<int> signal;  // terminated by this signal
   bool core_dumped = false;
   std::uint64_t user_us = 0, system_us = 0, max_rss_kib = 0;
+  // Background descendants still held stdout/stderr open 2 s after the child
+  // exited: output was collected up to there, not beyond.
+  bool output_cut = false;
   // The shell convention: code, or 128 + signal.
   int ShellStatus() const { return code ? *code : 128 + signal.value_or(0); }
 };

@@ -199,6 +199,8 @@ class Daemon {
   std::size_t pending_connections_ = 0;
   asio::steady_timer linger_;
   asio::steady_timer kill_timer_;
+  asio::steady_timer drain_timer_;
+  bool output_cut_ = false;
   bool terminating_ = false;
   bool cancelled_ = false;  // a cancellation marker was found before the child started
   bool shut_down_ = false;
@@ -507,7 +509,8 @@ Daemon::Daemon(DaemonConfig config)
       sigchld_(io_, SIGCHLD),
       stdin_(io_),
       linger_(io_),
-      kill_timer_(io_) {
+      kill_timer_(io_),
+      drain_timer_(io_) {
   std::size_t cap = config_.launch.ring_bytes() ? config_.launch.ring_bytes() : kDefaultRingBytes;
   cap = std::clamp(cap, kMinRingBytes, kMaxRingBytes);
   for (auto& s : streams_) s = std::make_unique<Stream>(io_, cap);
@@ -835,6 +838,22 @@ void Daemon::RecordExit(int status, const struct rusage& ru) {
   raw_status_ = status;
   rusage_ = ru;
   kill_timer_.cancel();
+  if (!streams_[0]->eof || !streams_[1]->eof) {
+    const unsigned drain = config_.launch.drain_ms() ? config_.launch.drain_ms() : kDefaultDrainMs;
+    drain_timer_.expires_after(milliseconds(drain));
+    drain_timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec) return;
+      // Descendants still hold the output open: stop reading (they get
+      // EPIPE or SIGPIPE on their next write) and report the exit.
+      for (auto& st : streams_) {
+        if (st->eof) continue;
+        output_cut_ = true;
+        boost::system::error_code ignored;
+        st->fd.close(ignored);
+        st->space.Notify();
+      }
+    });
+  }
   OnExitKnown();
 }
 
@@ -852,8 +871,10 @@ void Daemon::OnExitKnown() {
     e.mutable_rusage()->set_user_us(rusage_.ru_utime.tv_sec * 1000000ull + rusage_.ru_utime.tv_usec);
     e.mutable_rusage()->set_system_us(rusage_.ru_stime.tv_sec * 1000000ull + rusage_.ru_stime.tv_usec);
     e.mutable_rusage()->set_max_rss_kib(static_cast<std::uint64_t>(rusage_.ru_maxrss));
+    e.set_output_cut(output_cut_);
     exit_ = e;
     phase_ = wire::ProcessState::PHASE_EXITED;
+    drain_timer_.cancel();
     boost::system::error_code ec;
     streams_[0]->fd.close(ec);  // a pty master kept open until now (see OutputPump)
   }

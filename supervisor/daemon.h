@@ -24,6 +24,9 @@ inline constexpr std::size_t kDefaultWindowBytes = 1 << 20;     // output credit
 inline constexpr unsigned kDefaultLingerMs = 10 * 60 * 1000;    // exit record kept this long
 inline constexpr unsigned kLeaseMs = 30 * 1000;                 // attachment lost after this idle
 inline constexpr unsigned kHelloTimeoutMs = 10 * 1000;          // to authenticate after connect
+// After the child exits, output is read until EOF for at most this long: a
+// background descendant holding the pipes must not hold back the exit.
+inline constexpr unsigned kDefaultDrainMs = 2000;
 
 struct DaemonConfig {
   wire::Launch launch;

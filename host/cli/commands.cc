@@ -151,6 +151,10 @@ asio::awaitable<int> Interact(Process& p, bool forward_stdin) {
     PrintError(exit.status());
   } else {
     code = exit->ShellStatus();
+    if (exit->output_cut) {
+      std::fputs("tether: background processes kept the output open after the command exited; "
+                 "their later output was not collected\n", stderr);
+    }
   }
   boost::system::error_code ignored;
   signals.cancel(ignored);

@@ -746,3 +746,38 @@ TEST_CASE("a setup that times out after dispatch is OUTCOME_UNKNOWN and the late
 
 }  // namespace
 }  // namespace tether
+
+namespace tether {
+namespace {
+
+TEST_CASE("a background descendant holding stdout does not hold back the exit") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    const auto started = std::chrono::steady_clock::now();
+    auto p = co_await Start(t, V("sh", "-c", "sleep 30 & echo hi; exit 4"));
+    REQUIRE(p.ok());
+    Output o = co_await ReadAll(**p);
+    auto e = co_await (*p)->Wait();
+    REQUIRE(e.ok());
+    CHECK(o.out == "hi\n");
+    CHECK(e->code == 4);
+    CHECK(e->output_cut);
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(15));
+  });
+}
+
+TEST_CASE("an ordinary exit collects all output and is not marked cut") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto p = co_await Start(t, V("sh", "-c", "echo a; (sleep 0.3; echo b) & wait"));
+    REQUIRE(p.ok());
+    Output o = co_await ReadAll(**p);
+    auto e = co_await (*p)->Wait();
+    REQUIRE(e.ok());
+    CHECK(o.out == "a\nb\n");
+    CHECK_FALSE(e->output_cut);
+  });
+}
+
+}  // namespace
+}  // namespace tether

@@ -535,8 +535,17 @@ asio::awaitable<absl::StatusOr<std::optional<OutputChunk>>> Process::Read() {
   State& s = *state_;
   while (true) {
     if (!s.queue.empty()) {
-      OutputChunk c = std::move(s.queue.front());
-      s.queue.pop_front();
+      OutputChunk c;
+      OutputChunk& front = s.queue.front();
+      if (front.bytes.size() > kMaxChunkBytes) {
+        // Deliver at most kMaxChunkBytes; the rest stays first in line.
+        c = OutputChunk{front.stream, front.offset, front.bytes.substr(0, kMaxChunkBytes)};
+        front.bytes.erase(0, kMaxChunkBytes);
+        front.offset += kMaxChunkBytes;
+      } else {
+        c = std::move(front);
+        s.queue.pop_front();
+      }
       s.queued_bytes -= c.bytes.size();
       const int i = c.stream == StreamId::kStderr ? 1 : 0;
       s.consumed[i] += c.bytes.size();

@@ -35,6 +35,7 @@
 namespace tether {
 
 inline constexpr std::size_t kMaxWriteBytes = 64 * 1024;          // per Write()
+inline constexpr std::size_t kMaxChunkBytes = 16 * 1024;          // per OutputChunk from Read()
 inline constexpr std::size_t kDefaultOutputWindowBytes = 1 << 20;  // unread output credit
 
 struct StartOptions {
@@ -115,8 +116,9 @@ class Process {
   boost::asio::awaitable<absl::Status> Write(std::string_view bytes);
   // Sends EOF after everything written so far. Idempotent.
   boost::asio::awaitable<absl::Status> CloseStdin();
-  // The next chunk of output in arrival order (stdout and stderr kept apart
-  // by `stream`); nullopt once both streams have ended. One consumer.
+  // The next chunk of output (at most kMaxChunkBytes) in arrival order,
+  // stdout and stderr kept apart by `stream`; nullopt once both streams have
+  // ended. One consumer.
   boost::asio::awaitable<absl::StatusOr<std::optional<OutputChunk>>> Read();
   // Waits for the confirmed exit. kUnavailable if the connection failed
   // before the exit was observed (never a guessed status).

@@ -88,6 +88,8 @@ awaitable<Output> ReadAll(Process& p, std::uint64_t stdout_from = 0) {
     if (!*c) break;
     const int s = static_cast<int>((*c)->stream);
     CHECK((*c)->offset == next[s]);  // in order, no gap, no duplicate
+    CHECK((*c)->bytes.size() <= kMaxChunkBytes);
+    CHECK(!(*c)->bytes.empty());
     next[s] += (*c)->bytes.size();
     ((*c)->stream == StreamId::kStderr ? o.err : o.out) += (*c)->bytes;
   }

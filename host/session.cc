@@ -5,6 +5,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "host/errors.h"
 #include "tether/protocol/version.h"
 
 namespace tether {
@@ -15,7 +16,7 @@ absl::Status StatusFromWireError(const wire::Error& e) {
   const std::string msg = absl::StrCat("supervisor: ", e.message());
   switch (e.code()) {
     case wire::ERROR_STALE_GENERATION: return absl::AbortedError(msg);
-    case wire::ERROR_BUSY: return absl::UnavailableError(msg);
+    case wire::ERROR_BUSY: return WithErrorCode(absl::UnavailableError(msg), ErrorCode::kBusy);
     case wire::ERROR_UNAUTHENTICATED: return absl::UnauthenticatedError(msg);
     case wire::ERROR_INVALID_ARGUMENT: return absl::InvalidArgumentError(msg);
     case wire::ERROR_INPUT_CLOSED: return absl::FailedPreconditionError(msg);

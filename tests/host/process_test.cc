@@ -18,6 +18,7 @@
 #include <random>
 #include <string>
 
+#include "host/errors.h"
 #include "host/local_transport.h"
 
 namespace tether {
@@ -340,7 +341,7 @@ TEST_CASE("writes are bounded and end at close_stdin") {
     CHECK((co_await (*p)->Write("ab")).ok());
     CHECK((co_await (*p)->CloseStdin()).ok());
     CHECK((co_await (*p)->CloseStdin()).ok());  // idempotent
-    CHECK(absl::IsFailedPrecondition(co_await (*p)->Write("c")));
+    CHECK(ErrorCodeOf(co_await (*p)->Write("c")) == ErrorCode::kInputClosed);
     Output o = co_await ReadAll(**p);
     CHECK(o.out == "ab");
   });
@@ -531,6 +532,7 @@ TEST_CASE("a second reopen while attached is refused as busy, and status tells r
     REQUIRE(ref.ok());
     auto q = co_await Process::Reopen(t, *ref);
     CHECK(absl::IsUnavailable(q.status()));
+    CHECK(ErrorCodeOf(q.status()) == ErrorCode::kBusy);
     CHECK(std::string(q.status().message()).find("busy") != std::string::npos);
     CHECK((co_await WriteAll(**p, "x\n")).ok());
     Output o = co_await ReadAll(**p);
@@ -559,7 +561,7 @@ TEST_CASE("bad references are refused before anything is touched") {
     std::string expired = *ref;
     const std::size_t at = expired.find("\"expires_at\":") + 13;
     expired.replace(at, expired.find('}', at) - at, "1000");
-    CHECK(absl::IsDeadlineExceeded((co_await Process::Reopen(t, expired)).status()));
+    CHECK(ErrorCodeOf((co_await Process::Reopen(t, expired)).status()) == ErrorCode::kExpired);
     CHECK((co_await (*p)->CloseStdin()).ok());
     co_await ReadAll(**p);
   });
@@ -648,7 +650,7 @@ TEST_CASE("resize without a pty is unsupported, and bad terminal sizes are refus
     CHECK(absl::IsInvalidArgument((co_await StartPty(t, V("true"), 80, 10001)).status()));
     auto p = co_await Start(t, V("true"));
     REQUIRE(p.ok());
-    CHECK(absl::IsUnimplemented(co_await (*p)->Resize(80, 24)));
+    CHECK(ErrorCodeOf(co_await (*p)->Resize(80, 24)) == ErrorCode::kUnsupported);
     co_await ReadAll(**p);
   });
 }
@@ -736,6 +738,8 @@ TEST_CASE("a setup that times out after dispatch is OUTCOME_UNKNOWN and the late
     o.setup_timeout_ms = 200;
     absl::Status st = (co_await Process::Start(slow, o)).status();
     CHECK(absl::IsUnknown(st));
+    CHECK(ErrorCodeOf(st) == ErrorCode::kOutcomeUnknown);
+    CHECK(ErrorCodeName(ErrorCodeOf(st)) == "OUTCOME_UNKNOWN");
     CHECK(std::string(st.message()).find("OUTCOME_UNKNOWN") != std::string::npos);
     CHECK(std::string(st.message()).find("cancellation marker") != std::string::npos);
     // The launch arrives late, finds the marker and starts nothing.

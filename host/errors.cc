@@ -1,0 +1,69 @@
+#include "host/errors.h"
+
+#include <optional>
+#include <string>
+
+#include "absl/strings/cord.h"
+
+namespace tether {
+namespace {
+
+constexpr char kPayloadUrl[] = "type.tether.dev/ErrorCode";
+
+constexpr std::pair<ErrorCode, std::string_view> kNames[] = {
+    {ErrorCode::kOk, "OK"},
+    {ErrorCode::kInvalidArgument, "INVALID_ARGUMENT"},
+    {ErrorCode::kUnsupported, "UNSUPPORTED"},
+    {ErrorCode::kUnavailable, "UNAVAILABLE"},
+    {ErrorCode::kBusy, "BUSY"},
+    {ErrorCode::kExpired, "EXPIRED"},
+    {ErrorCode::kInputClosed, "INPUT_CLOSED"},
+    {ErrorCode::kOutcomeUnknown, "OUTCOME_UNKNOWN"},
+    {ErrorCode::kNotFound, "NOT_FOUND"},
+    {ErrorCode::kPermissionDenied, "PERMISSION_DENIED"},
+    {ErrorCode::kProtocol, "PROTOCOL"},
+    {ErrorCode::kCancelled, "CANCELLED"},
+    {ErrorCode::kInternal, "INTERNAL"},
+};
+
+}  // namespace
+
+std::string_view ErrorCodeName(ErrorCode code) {
+  for (const auto& [c, name] : kNames) {
+    if (c == code) return name;
+  }
+  return "INTERNAL";
+}
+
+absl::Status WithErrorCode(absl::Status status, ErrorCode code) {
+  const std::string_view name = ErrorCodeName(code);
+  status.SetPayload(kPayloadUrl, absl::Cord(std::string(name)));
+  return status;
+}
+
+ErrorCode ErrorCodeOf(const absl::Status& status) {
+  if (status.ok()) return ErrorCode::kOk;
+  if (auto p = status.GetPayload(kPayloadUrl)) {  // absl::optional (Debian's is not std::)
+    const std::string name(*p);
+    for (const auto& [c, n] : kNames) {
+      if (n == name) return c;
+    }
+  }
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument: return ErrorCode::kInvalidArgument;
+    case absl::StatusCode::kUnimplemented: return ErrorCode::kUnsupported;
+    case absl::StatusCode::kUnavailable: return ErrorCode::kUnavailable;
+    case absl::StatusCode::kDeadlineExceeded: return ErrorCode::kExpired;
+    case absl::StatusCode::kFailedPrecondition: return ErrorCode::kInputClosed;
+    case absl::StatusCode::kUnknown: return ErrorCode::kOutcomeUnknown;
+    case absl::StatusCode::kNotFound: return ErrorCode::kNotFound;
+    case absl::StatusCode::kPermissionDenied: return ErrorCode::kPermissionDenied;
+    case absl::StatusCode::kDataLoss:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kAborted: return ErrorCode::kProtocol;
+    case absl::StatusCode::kCancelled: return ErrorCode::kCancelled;
+    default: return ErrorCode::kInternal;
+  }
+}
+
+}  // namespace tether

@@ -1,0 +1,42 @@
+// Stable error codes of the process API.
+//
+// Every failure is an absl::Status with a message a person can act on;
+// ErrorCodeOf() gives the stable code a program can branch on (the names are
+// the seed's: OUTCOME_UNKNOWN, INPUT_CLOSED, BUSY, EXPIRED, ...). A code that
+// the canonical status code cannot express (BUSY) rides as a payload.
+//
+//   absl::Status st = co_await p->Write(bytes);
+//   if (tether::ErrorCodeOf(st) == tether::ErrorCode::kInputClosed) { ... }
+#pragma once
+
+#include <string_view>
+
+#include "absl/status/status.h"
+
+namespace tether {
+
+enum class ErrorCode {
+  kOk,
+  kInvalidArgument,   // rejected before any effect
+  kUnsupported,       // not available for this process or provider
+  kUnavailable,       // the connection failed; nothing is guessed
+  kBusy,              // another attachment holds the process
+  kExpired,           // a reference past its lifetime
+  kInputClosed,       // stdin closed, never a pipe, or the handle disconnected
+  kOutcomeUnknown,    // dispatched, but whether it took effect is unknown
+  kNotFound,          // executable, cwd or process not found
+  kPermissionDenied,  // not executable / not allowed
+  kProtocol,          // the peer broke the protocol
+  kCancelled,         // a launch stopped by its cancellation marker
+  kInternal,
+};
+
+// "OUTCOME_UNKNOWN", "INPUT_CLOSED", ...
+std::string_view ErrorCodeName(ErrorCode code);
+
+ErrorCode ErrorCodeOf(const absl::Status& status);
+
+// Attaches `code` to `status` (for codes the canonical code cannot express).
+absl::Status WithErrorCode(absl::Status status, ErrorCode code);
+
+}  // namespace tether

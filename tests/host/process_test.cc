@@ -787,3 +787,52 @@ TEST_CASE("an ordinary exit collects all output and is not marked cut") {
 
 }  // namespace
 }  // namespace tether
+
+namespace tether {
+namespace {
+
+TEST_CASE("a large paste into a pty nobody reads does not stall the supervisor") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto p = co_await StartPty(t, V("cat"), 80, 24);
+    REQUIRE(p.ok());
+    Process& proc = **p;
+    // 1 MiB of input, echoed and copied by cat into output nobody reads: the
+    // terminal and the ring fill, cat blocks, and the paste stalls.
+    bool writer_done = false;
+    asio::co_spawn(
+        co_await asio::this_coro::executor,
+        [&proc, &writer_done]() -> awaitable<void> {
+          const std::string line = std::string(1023, 'x') + "\n";
+          std::string block;
+          while (block.size() < kMaxWriteBytes) block += line;
+          block.resize(kMaxWriteBytes);
+          for (int i = 0; i < 16; ++i) {
+            if (!(co_await proc.Write(block)).ok()) break;
+          }
+          writer_done = true;
+        },
+        asio::detached);
+    asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::milliseconds(1500));
+    co_await timer.async_wait(asio::use_awaitable);
+    // The supervisor still answers, promptly.
+    const auto asked = std::chrono::steady_clock::now();
+    ProcessStatus st = co_await proc.Status();
+    CHECK(st.state == ProcessStatus::State::kRunning);
+    CHECK(std::chrono::steady_clock::now() - asked < std::chrono::seconds(5));
+    CHECK((co_await proc.Terminate(100)).ok());
+    co_await Drain(proc);
+    auto e = co_await proc.Wait();
+    REQUIRE(e.ok());
+    CHECK(e->signal.has_value());
+    // The blocked writer gives up once the process is gone.
+    for (int i = 0; i < 100 && !writer_done; ++i) {
+      timer.expires_after(std::chrono::milliseconds(20));
+      co_await timer.async_wait(asio::use_awaitable);
+    }
+    CHECK(writer_done);
+  });
+}
+
+}  // namespace
+}  // namespace tether

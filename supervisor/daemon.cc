@@ -1,5 +1,6 @@
 #include "supervisor/daemon.h"
 
+#include <dirent.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -15,6 +16,9 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/write.hpp>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -56,6 +60,35 @@ bool SecretsEqual(const std::string& a, const std::string& b) {
   unsigned char diff = 0;
   for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   return diff == 0;
+}
+
+// Sends `sig` to every process whose parent is us: descendants that left the
+// child's process group (setsid) and were reparented to us, the subreaper,
+// when their parent died.
+void SignalOrphans(int sig) {
+  const pid_t self = ::getpid();
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return;
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 1 || *end != '\0' || pid == self) continue;
+    char path[64];
+    std::snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    FILE* f = std::fopen(path, "r");
+    if (f == nullptr) continue;
+    char buf[512];
+    const std::size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+    std::fclose(f);
+    buf[n] = '\0';
+    // "pid (comm) state ppid ...": comm may hold spaces and parens.
+    const char* close = std::strrchr(buf, ')');
+    long ppid = 0;
+    if (close != nullptr && std::sscanf(close + 1, " %*c %ld", &ppid) == 1 && ppid == self) {
+      ::kill(static_cast<pid_t>(pid), sig);
+    }
+  }
+  ::closedir(d);
 }
 
 wire::Envelope ErrorEnvelope(wire::ErrorCode code, std::string message, std::uint64_t request_id,
@@ -636,7 +669,9 @@ void Daemon::Terminate(unsigned grace_ms) {
   ::kill(-pgid_, SIGTERM);
   kill_timer_.expires_after(milliseconds(grace_ms));
   kill_timer_.async_wait([this](boost::system::error_code ec) {
-    if (!ec && !exit_ && pgid_ > 1) ::kill(-pgid_, SIGKILL);
+    if (ec || exit_ || pgid_ <= 1) return;
+    ::kill(-pgid_, SIGKILL);
+    SignalOrphans(SIGKILL);
   });
 }
 
@@ -838,6 +873,9 @@ void Daemon::RecordExit(int status, const struct rusage& ru) {
   raw_status_ = status;
   rusage_ = ru;
   kill_timer_.cancel();
+  // Terminate means everything the child started, not only its group: what
+  // escaped with setsid and is now ours goes too.
+  if (terminating_) SignalOrphans(SIGKILL);
   if (!streams_[0]->eof || !streams_[1]->eof) {
     const unsigned drain = config_.launch.drain_ms() ? config_.launch.drain_ms() : kDefaultDrainMs;
     drain_timer_.expires_after(milliseconds(drain));

@@ -14,6 +14,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <random>
 #include <string>
@@ -831,6 +832,46 @@ TEST_CASE("a large paste into a pty nobody reads does not stall the supervisor")
       co_await timer.async_wait(asio::use_awaitable);
     }
     CHECK(writer_done);
+  });
+}
+
+}  // namespace
+}  // namespace tether
+
+namespace tether {
+namespace {
+
+TEST_CASE("terminate also ends a grandchild that left the group with setsid") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto p = co_await Start(
+        t, V("sh", "-c", "setsid sh -c 'echo gc=$$; trap \"\" TERM; exec sleep 100' & sleep 100"));
+    REQUIRE(p.ok());
+    std::string got;
+    while (got.find('\n') == std::string::npos) {
+      auto c = co_await (*p)->Read();
+      REQUIRE(c.ok());
+      REQUIRE(c->has_value());
+      got += (*c)->bytes;
+    }
+    REQUIRE(got.rfind("gc=", 0) == 0);
+    const pid_t grandchild = std::stoi(got.substr(3));
+    CHECK(::kill(grandchild, 0) == 0);
+    CHECK((co_await (*p)->Terminate(200)).ok());
+    co_await Drain(**p);
+    auto e = co_await (*p)->Wait();
+    REQUIRE(e.ok());
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i) {
+      // Gone, or a zombie (reaped by the daemon's reaper a moment later).
+      std::ifstream stat("/proc/" + std::to_string(grandchild) + "/stat");
+      std::string line;
+      gone = !stat || !std::getline(stat, line) || line.find(") Z") != std::string::npos;
+      timer.expires_after(std::chrono::milliseconds(20));
+      co_await timer.async_wait(asio::use_awaitable);
+    }
+    CHECK(gone);
   });
 }
 

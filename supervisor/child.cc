@@ -188,6 +188,21 @@ absl::Status ResizePty(int master_fd, unsigned cols, unsigned rows) {
 
 namespace {
 
+// Reads the child's report pipe (closed by a successful exec) and closes it:
+// OK once exec succeeded, else why it failed (stage and errno from ExecChild).
+absl::Status AwaitExec(int report_fd, const ChildSpec& spec) {
+  int failure[2];
+  ssize_t n;
+  do {
+    n = ::read(report_fd, failure, sizeof(failure));
+  } while (n < 0 && errno == EINTR);
+  ::close(report_fd);
+  if (n != static_cast<ssize_t>(sizeof(failure))) return absl::OkStatus();
+  static constexpr const char* kStage[] = {"set up stdio or the terminal for", "chdir to", "exec"};
+  const std::string target = failure[0] == 1 ? spec.cwd : spec.path;
+  return FromErrno(failure[1], absl::StrCat("cannot ", kStage[failure[0] % 3], " '", target, "'"));
+}
+
 // Opens a pty pair: master (non-blocking, close-on-exec) and slave.
 absl::Status OpenPty(const ChildSpec& spec, int* master, int* slave) {
   *master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
@@ -230,17 +245,9 @@ absl::StatusOr<Child> SpawnPtyChild(const ChildSpec& spec, char* const* argv, ch
   if (pid == 0) ExecChild(spec, argv, envp, slave, slave, slave, report[1]);
   ::close(slave);
   ::close(report[1]);
-  int failure[2];
-  ssize_t n;
-  do {
-    n = ::read(report[0], failure, sizeof(failure));
-  } while (n < 0 && errno == EINTR);
-  ::close(report[0]);
-  if (n == static_cast<ssize_t>(sizeof(failure))) {
+  if (absl::Status st = AwaitExec(report[0], spec); !st.ok()) {
     ::close(master);
-    static constexpr const char* kStage[] = {"set up the terminal for", "chdir to", "exec"};
-    const std::string target = failure[0] == 1 ? spec.cwd : spec.path;
-    return FromErrno(failure[1], absl::StrCat("cannot ", kStage[failure[0] % 3], " '", target, "'"));
+    return st;
   }
   Child c;
   c.pid = pid;
@@ -301,20 +308,12 @@ absl::StatusOr<Child> SpawnChild(const ChildSpec& spec) {
   ::close(out[1]);
   ::close(err[1]);
   ::close(report[1]);
-  int failure[2];
-  ssize_t n;
-  do {
-    n = ::read(report[0], failure, sizeof(failure));
-  } while (n < 0 && errno == EINTR);
-  ::close(report[0]);
-  if (n == static_cast<ssize_t>(sizeof(failure))) {
-    // exec failed: the child exits 127 and is reaped by the daemon's reaper.
+  if (absl::Status st = AwaitExec(report[0], spec); !st.ok()) {
+    // The child exits 127 and is reaped by the daemon's reaper.
     if (in[1] >= 0) ::close(in[1]);
     ::close(out[0]);
     ::close(err[0]);
-    static constexpr const char* kStage[] = {"set up stdio", "chdir to", "exec"};
-    const std::string target = failure[0] == 1 ? spec.cwd : spec.path;
-    return FromErrno(failure[1], absl::StrCat("cannot ", kStage[failure[0] % 3], " '", target, "'"));
+    return st;
   }
   Child c;
   c.pid = pid;

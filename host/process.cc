@@ -566,7 +566,12 @@ asio::awaitable<absl::StatusOr<std::optional<OutputChunk>>> Process::Read() {
 asio::awaitable<absl::StatusOr<ExitStatus>> Process::Wait() {
   State& s = *state_;
   while (true) {
-    if (s.exit) co_return *s.exit;
+    if (s.exit) {
+      ExitStatus e = *s.exit;
+      // Complete only once every byte reached the consumer, with no gap.
+      e.output_complete = s.eof[0] && s.eof[1] && s.queue.empty() && !s.output_gap && !e.output_cut;
+      co_return e;
+    }
     if (!s.failed.ok()) {
       co_return absl::UnavailableError(absl::StrCat("exit not observed: ", std::string(s.failed.message())));
     }

@@ -78,6 +78,10 @@ struct ExitStatus {
   // Background descendants still held stdout/stderr open 2 s after the child
   // exited: output was collected up to there, not beyond.
   bool output_cut = false;
+  // When Wait() returned: all output had been read through Read(), with no
+  // gap and nothing cut. A wait before the output is read returns false; a
+  // later one can return true.
+  bool output_complete = false;
   // The shell convention: code, or 128 + signal.
   int ShellStatus() const { return code ? *code : 128 + signal.value_or(0); }
 };

@@ -877,3 +877,29 @@ TEST_CASE("terminate also ends a grandchild that left the group with setsid") {
 
 }  // namespace
 }  // namespace tether
+
+namespace tether {
+namespace {
+
+TEST_CASE("wait says output_complete only once all output was read without a gap") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto p = co_await Start(t, V("sh", "-c", "echo one; echo two >&2"));
+    REQUIRE(p.ok());
+    // Wait before reading: the exit can only be observed after the output
+    // arrived, but it has not been consumed yet.
+    auto early = co_await (*p)->Wait();
+    REQUIRE(early.ok());
+    CHECK_FALSE(early->output_complete);
+    Output o = co_await ReadAll(**p);
+    CHECK(o.out == "one\n");
+    CHECK(o.err == "two\n");
+    auto late = co_await (*p)->Wait();
+    REQUIRE(late.ok());
+    CHECK(late->output_complete);
+    CHECK(late->code == 0);
+  });
+}
+
+}  // namespace
+}  // namespace tether

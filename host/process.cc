@@ -147,6 +147,11 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   // What a reference needs to find this process again.
   std::string provider, sandbox, supervisor, state_dir, secret;
 
+  // The one terminate request of this handle and, once known, its outcome.
+  std::optional<std::uint64_t> terminate_id;
+  std::optional<absl::Status> terminate_result;
+  std::shared_ptr<asio::steady_timer> terminate_deadline;
+
   // Replies to StatusRequest, by request id (one entry per waiting caller).
   std::map<std::uint64_t, wire::ProcessState> status_replies;
 
@@ -225,6 +230,7 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
         if (!exit) {
           exit = ToExitStatus(env.exit());
           ping_timer.cancel();
+          if (terminate_deadline) terminate_deadline->cancel();
           SendAck(true);
           // The daemon closes the attachment once it has the ack.
           close_timer.expires_after(kCloseAfterExitTimeout);
@@ -251,6 +257,10 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
       case wire::Envelope::kStatus:
         if (auto it = status_replies.find(env.request_id()); it != status_replies.end()) {
           it->second = env.status();
+        }
+        if (terminate_id && env.request_id() == *terminate_id && !terminate_result) {
+          terminate_result = absl::OkStatus();
+          if (terminate_deadline) terminate_deadline->cancel();
         }
         return absl::OkStatus();
       case wire::Envelope::kPong:
@@ -307,6 +317,7 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
     }
     close_timer.cancel();
     ping_timer.cancel();
+    if (terminate_deadline) terminate_deadline->cancel();
     session->Close();
     cond.NotifyAll();
   }
@@ -315,9 +326,22 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
 Process::Process(std::shared_ptr<State> state) : state_(std::move(state)) {}
 
 Process::~Process() {
-  // Without a confirmed exit there is nothing to finish gracefully: dropping
-  // the channel ends only this attachment (the child keeps running).
-  if (!state_->exit) state_->session->Close();
+  State& s = *state_;
+  if (s.exit || !s.failed.ok() || s.session->closed()) return;  // finishing, or finished
+  if (s.eof[0] && s.eof[1] && !s.disconnected) {
+    // All output is in; the exit record follows it. Let the pump receive and
+    // acknowledge it (so the supervisor cleans up now, not after its
+    // linger), within a bound.
+    auto state = state_;
+    s.close_timer.expires_after(kCloseAfterExitTimeout);
+    s.close_timer.async_wait([state](boost::system::error_code ec) {
+      if (!ec) state->session->Close();
+    });
+    return;
+  }
+  // Otherwise dropping the handle ends only this attachment; the child keeps
+  // running and the supervisor keeps its output for a later reopen.
+  s.session->Close();
 }
 
 std::int32_t Process::pid() const { return state_->pid; }
@@ -597,13 +621,33 @@ asio::awaitable<absl::Status> Process::Signal(int signal) {
 
 asio::awaitable<absl::Status> Process::Terminate(unsigned grace_ms) {
   State& s = *state_;
+  if (s.terminate_result) co_return *s.terminate_result;
   if (s.disconnected) co_return absl::FailedPreconditionError("this handle was disconnected; reopen the process");
   if (s.exit) co_return absl::OkStatus();
   if (!s.failed.ok()) co_return s.failed;
-  wire::Envelope env;
-  env.mutable_terminate()->set_grace_ms(grace_ms);
-  s.session->Send(std::move(env));
-  co_return absl::OkStatus();
+  if (!s.terminate_id) {
+    wire::Envelope env;
+    env.mutable_terminate()->set_grace_ms(grace_ms);
+    s.terminate_id = s.session->Send(std::move(env));
+    // Only the first caller arms the deadline; the others share its outcome.
+    auto state = state_;
+    auto deadline = std::make_shared<asio::steady_timer>(co_await asio::this_coro::executor, kStatusTimeout);
+    deadline->async_wait([state, deadline](boost::system::error_code ec) {
+      if (ec || state->terminate_result || state->exit) return;
+      state->terminate_result = absl::UnknownError(
+          "OUTCOME_UNKNOWN: the terminate request was not acknowledged within 30 s; it is not sent again");
+      state->cond.NotifyAll();
+    });
+    s.terminate_deadline = deadline;
+  }
+  while (!s.terminate_result && !s.exit && s.failed.ok()) co_await s.cond.Wait();
+  if (s.terminate_result) co_return *s.terminate_result;
+  if (s.exit) co_return absl::OkStatus();  // it exited: the request did its work or was moot
+  // The connection failed with the request in flight: we cannot tell.
+  s.terminate_result = absl::UnknownError(absl::StrCat(
+      "OUTCOME_UNKNOWN: the connection failed before the terminate request was acknowledged: ",
+      std::string(s.failed.message())));
+  co_return *s.terminate_result;
 }
 
 asio::awaitable<ProcessStatus> Process::Status() {

@@ -130,8 +130,13 @@ class Process {
 
   // Sends `signal` to the child's process group. kNotFound once it exited.
   boost::asio::awaitable<absl::Status> Signal(int signal);
-  // SIGTERM to the group, then SIGKILL after grace_ms if it is still alive.
-  // Returns once the request is sent; Wait() confirms the exit.
+  // SIGTERM to the group, then SIGKILL after grace_ms if it is still alive
+  // (and anything that escaped the group with setsid). Returns once the
+  // supervisor acknowledged the request; Wait() confirms the exit.
+  // Concurrent callers share one request. When its acknowledgement is lost
+  // (30 s, or the connection failed) the result is kUnknown
+  // (OUTCOME_UNKNOWN), saved and returned to later calls without sending
+  // another request.
   boost::asio::awaitable<absl::Status> Terminate(unsigned grace_ms);
 
   // Changes the terminal size (the child gets SIGWINCH). kUnimplemented

@@ -428,9 +428,15 @@ absl::Status Attachment::Handle(const wire::Envelope& env) {
       }
       return absl::OkStatus();
     }
-    case wire::Envelope::kTerminate:
+    case wire::Envelope::kTerminate: {
       daemon_.Terminate(env.terminate().grace_ms());
+      // The acknowledgement: the state right after the request took effect.
+      wire::Envelope reply;
+      reply.set_request_id(env.request_id());
+      *reply.mutable_status() = daemon_.State();
+      Queue(reply);
       return absl::OkStatus();
+    }
     case wire::Envelope::kResize: {
       absl::Status st = daemon_.Resize(env.resize().size());
       if (!st.ok()) {

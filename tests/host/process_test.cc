@@ -903,3 +903,124 @@ TEST_CASE("wait says output_complete only once all output was read without a gap
 
 }  // namespace
 }  // namespace tether
+
+namespace tether {
+namespace {
+
+TEST_CASE("concurrent terminate callers share one acknowledged request") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto p = co_await Start(t, V("sh", "-c", "trap '' TERM; echo ready; while :; do sleep 1; done"));
+    REQUIRE(p.ok());
+    auto first = co_await (*p)->Read();
+    REQUIRE(first.ok());
+    Process& proc = **p;
+    int acknowledged = 0;
+    auto ex = co_await asio::this_coro::executor;
+    for (int i = 0; i < 3; ++i) {
+      asio::co_spawn(
+          ex,
+          [&proc, &acknowledged]() -> awaitable<void> {
+            if ((co_await proc.Terminate(300)).ok()) ++acknowledged;
+          },
+          asio::detached);
+    }
+    CHECK((co_await proc.Terminate(300)).ok());
+    co_await Drain(proc);
+    auto e = co_await proc.Wait();
+    REQUIRE(e.ok());
+    CHECK(e->signal == 9);
+    CHECK(acknowledged == 3);
+    CHECK((co_await proc.Terminate(300)).ok());  // after the exit: nothing to do
+  });
+}
+
+}  // namespace
+}  // namespace tether
+
+namespace tether {
+namespace {
+
+// A transport whose channels can start swallowing writes (a black hole on
+// the way to the supervisor) and be cut: a connection lost mid-request.
+class LossyTransport final : public Transport {
+ public:
+  explicit LossyTransport(Transport& inner) : inner_(inner) {}
+  std::string_view name() const override { return inner_.name(); }
+  std::string sandbox_id() const override { return inner_.sandbox_id(); }
+  asio::any_io_executor executor() const override { return inner_.executor(); }
+  awaitable<absl::StatusOr<SandboxInfo>> Probe() override { co_return co_await inner_.Probe(); }
+  awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
+    co_return co_await inner_.PutFile(std::move(path), bytes, mode);
+  }
+  awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
+    auto ch = co_await inner_.Exec(std::move(argv));
+    if (!ch.ok()) co_return ch.status();
+    auto lossy = std::make_unique<LossyChannel>(*std::move(ch), &drop_);
+    last_ = lossy.get();
+    co_return std::unique_ptr<Channel>(std::move(lossy));
+  }
+  void StartDropping() { drop_ = true; }
+  void Cut() { last_->Cut(); }
+
+ private:
+  class LossyChannel final : public Channel {
+   public:
+    LossyChannel(std::unique_ptr<Channel> inner, const bool* drop) : inner_(std::move(inner)), drop_(drop) {}
+    awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
+      co_return co_await inner_->ReadSome(buf);
+    }
+    awaitable<absl::Status> Write(std::string_view bytes) override {
+      if (*drop_) co_return absl::OkStatus();
+      co_return co_await inner_->Write(bytes);
+    }
+    void CloseWrite() override { inner_->CloseWrite(); }
+    void Close() override { inner_->Close(); }
+    void Cut() { inner_->Close(); }
+    std::string Diagnostics() const override { return inner_->Diagnostics(); }
+
+   private:
+    std::unique_ptr<Channel> inner_;
+    const bool* drop_;
+  };
+
+  Transport& inner_;
+  bool drop_ = false;
+  LossyChannel* last_ = nullptr;
+};
+
+TEST_CASE("a terminate whose acknowledgement is lost is OUTCOME_UNKNOWN, saved and not resent") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    LossyTransport lossy(t);
+    StartOptions o;
+    o.argv = V("sleep", "100");
+    auto p = co_await Process::Start(lossy, o);
+    REQUIRE(p.ok());
+    const pid_t pid = (*p)->pid();
+    lossy.StartDropping();
+    asio::steady_timer cut(co_await asio::this_coro::executor, std::chrono::milliseconds(300));
+    cut.async_wait([&lossy](boost::system::error_code ec) {
+      if (!ec) lossy.Cut();
+    });
+    absl::Status st = co_await (*p)->Terminate(100);
+    CHECK(ErrorCodeOf(st) == ErrorCode::kOutcomeUnknown);
+    absl::Status again = co_await (*p)->Terminate(100);
+    CHECK(ErrorCodeOf(again) == ErrorCode::kOutcomeUnknown);
+    CHECK(again.message() == st.message());  // the saved result, no new request
+    CHECK(::kill(pid, 0) == 0);               // it never reached the supervisor
+    auto e = co_await (*p)->Wait();
+    CHECK(ErrorCodeOf(e.status()) == ErrorCode::kUnavailable);  // no guessed exit
+    // Clean up by hand what this test cut off: the child and its daemon.
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const std::size_t close = line.rfind(')');
+    const pid_t daemon = close == std::string::npos ? 0 : std::atoi(line.c_str() + close + 4);
+    ::kill(-pid, SIGKILL);
+    if (daemon > 1) ::kill(daemon, SIGKILL);
+  });
+}
+
+}  // namespace
+}  // namespace tether

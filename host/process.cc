@@ -393,6 +393,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Start(Transpo
   }
   l->set_state_dir(absl::StrCat(info->state_root, "/", launch_id));
   l->set_lease_ms(options.lease_ms);
+  l->set_linger_ms(options.linger_ms);
   if (launch_env.ByteSizeLong() + 64 > protocol::kMaxPayloadBytes) {
     co_return absl::InvalidArgumentError(absl::StrCat(
         "argv, cwd and environment take ", launch_env.ByteSizeLong(), " bytes; the limit is ",

@@ -55,6 +55,9 @@ struct StartOptions {
   // The supervisor drops an attachment that sends nothing for this long; the
   // host pings at a third of it. 0: the supervisor's default (30 s).
   unsigned lease_ms = 0;
+  // How long the supervisor keeps an unacknowledged exit record (and the
+  // output nobody read) for a later reopen. 0: its default, 10 minutes.
+  unsigned linger_ms = 0;
   // Local limit on setup (install, launch, handshake). When it passes after
   // the launch was dispatched, Start leaves a cancellation marker so that a
   // delayed launch never starts the child, and fails with kUnknown

@@ -1,0 +1,89 @@
+#include "host/exec.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+namespace tether {
+
+namespace asio = boost::asio;
+
+namespace {
+
+asio::awaitable<absl::Status> WriteAllThenEof(Process& p, std::string_view data) {
+  while (!data.empty()) {
+    const std::size_t n = std::min(data.size(), kMaxWriteBytes);
+    if (absl::Status st = co_await p.Write(data.substr(0, n)); !st.ok()) co_return st;
+    data.remove_prefix(n);
+  }
+  co_return co_await p.CloseStdin();
+}
+
+void Capture(std::string* into, bool* truncated, std::string_view bytes, std::size_t limit) {
+  const std::size_t room = limit - std::min(limit, into->size());
+  into->append(bytes.substr(0, room));
+  if (bytes.size() > room) *truncated = true;
+}
+
+}  // namespace
+
+asio::awaitable<absl::StatusOr<ExecResult>> Exec(Transport& transport, ExecOptions options) {
+  options.start.stdin_pipe = options.stdin.has_value();
+  absl::StatusOr<std::unique_ptr<Process>> started = co_await Process::Start(transport, options.start);
+  if (!started.ok()) co_return started.status();
+  Process& p = **started;
+  auto ex = co_await asio::this_coro::executor;
+
+  // Input and output at once: a child that answers as it reads never waits
+  // on us.
+  bool input_done = !options.stdin.has_value();
+  absl::Status input_status;
+  asio::steady_timer input_joined(ex, asio::steady_timer::time_point::max());
+  if (options.stdin) {
+    asio::co_spawn(ex, WriteAllThenEof(p, *options.stdin), [&](std::exception_ptr e, absl::Status st) {
+      if (e) std::rethrow_exception(e);
+      input_status = std::move(st);
+      input_done = true;
+      input_joined.cancel();
+    });
+  }
+
+  ExecResult r;
+  while (true) {
+    absl::StatusOr<std::optional<OutputChunk>> c = co_await p.Read();
+    if (!c.ok()) {
+      r.error = c.status();
+      break;
+    }
+    if (!*c) break;
+    const OutputChunk& chunk = **c;
+    if (chunk.stream == StreamId::kStderr) {
+      Capture(&r.stderr_bytes, &r.stderr_truncated, chunk.bytes, options.capture_limit);
+    } else {
+      Capture(&r.stdout_bytes, &r.stdout_truncated, chunk.bytes, options.capture_limit);
+    }
+    if (options.on_output) {
+      if (absl::Status st = co_await options.on_output(chunk); !st.ok()) {
+        r.error = std::move(st);
+        break;
+      }
+    }
+  }
+  if (r.error.ok()) {
+    absl::StatusOr<ExitStatus> exit = co_await p.Wait();
+    if (exit.ok()) {
+      r.exit = *exit;
+    } else {
+      r.error = exit.status();
+    }
+  }
+  // The input side borrows `p`: stop it (a failed observation disconnects
+  // the handle) and join it before `p` goes away.
+  if (!r.error.ok()) co_await p.Disconnect();
+  while (!input_done) co_await input_joined.async_wait(asio::as_tuple(asio::use_awaitable));
+  if (r.error.ok() && !input_status.ok() && !r.exit) r.error = input_status;
+  co_return r;
+}
+
+}  // namespace tether

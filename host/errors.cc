@@ -49,9 +49,9 @@ ErrorCode ErrorCodeOf(const absl::Status& status) {
       if (n == name) return c;
     }
   }
+  if (absl::IsUnimplemented(status)) return ErrorCode::kUnsupported;
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument: return ErrorCode::kInvalidArgument;
-    case absl::StatusCode::kUnimplemented: return ErrorCode::kUnsupported;
     case absl::StatusCode::kUnavailable: return ErrorCode::kUnavailable;
     case absl::StatusCode::kDeadlineExceeded: return ErrorCode::kExpired;
     case absl::StatusCode::kFailedPrecondition: return ErrorCode::kInputClosed;

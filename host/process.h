@@ -142,7 +142,7 @@ class Process {
   // another request.
   boost::asio::awaitable<absl::Status> Terminate(unsigned grace_ms);
 
-  // Changes the terminal size (the child gets SIGWINCH). kUnimplemented
+  // Changes the terminal size (the child gets SIGWINCH). UNSUPPORTED
   // without a pty; kInvalidArgument for a size outside 1..10000.
   boost::asio::awaitable<absl::Status> Resize(unsigned cols, unsigned rows);
 

@@ -119,9 +119,7 @@ ArmorDirection Other(ArmorDirection d) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  // Hostile envelopes make protobuf log each invalid UTF-8 string: noise here.
-  static const bool quiet = (google::protobuf::SetLogHandler(nullptr), true);
-  (void)quiet;
+  tether::fuzz::QuietProtobufLogs();
   if (size == 0) return 0;
   std::string_view input(reinterpret_cast<const char*>(data), size);
   const auto mode = static_cast<unsigned char>(input[0]);

@@ -8,11 +8,19 @@
 #include <cstdlib>
 #include <string_view>
 
+#include <google/protobuf/stubs/logging.h>
+
 namespace tether::fuzz {
 
 [[noreturn]] inline void Fail(const char* target, const char* what) {
   std::fprintf(stderr, "%s: invariant failed: %s\n", target, what);
   std::abort();
+}
+
+// Hostile envelopes make protobuf log each invalid UTF-8 string: noise here.
+inline void QuietProtobufLogs() {
+  static const bool quiet = (google::protobuf::SetLogHandler(nullptr), true);
+  (void)quiet;
 }
 
 // Chunk sizes taken cyclically from `sizes`; an empty feed (0) is never

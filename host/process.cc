@@ -66,9 +66,8 @@ absl::Status ValidateOptions(const StartOptions& o) {
           absl::StrCat("environment variable '", absl::CEscape(k), "' contains a NUL byte"));
     }
   }
-  if (o.pty && (o.pty->cols == 0 || o.pty->rows == 0 || o.pty->cols > 10000 || o.pty->rows > 10000)) {
-    return absl::InvalidArgumentError(absl::StrCat("terminal size ", o.pty->cols, "x", o.pty->rows,
-                                                   " is outside 1..10000"));
+  if (o.pty) {
+    if (absl::Status st = CheckTerminalSize(o.pty->cols, o.pty->rows); !st.ok()) return st;
   }
   if (o.setup_timeout_ms == 0) return absl::InvalidArgumentError("setup_timeout_ms must be positive");
   if (o.output_window_bytes < kMinOutputWindowBytes || o.output_window_bytes > kMaxOutputWindowBytes) {
@@ -111,6 +110,14 @@ int StreamIndex(wire::Stream s, bool pty) {
 
 }  // namespace
 
+absl::Status CheckTerminalSize(unsigned cols, unsigned rows) {
+  if (cols == 0 || rows == 0 || cols > kMaxTerminalCells || rows > kMaxTerminalCells) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("terminal size ", cols, "x", rows, " is outside 1..", kMaxTerminalCells));
+  }
+  return absl::OkStatus();
+}
+
 struct Process::State : std::enable_shared_from_this<Process::State> {
   explicit State(const asio::any_io_executor& ex) : cond(ex), close_timer(ex), ping_timer(ex) {}
 
@@ -123,7 +130,6 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
 
   // Output, per stream index 0 (stdout) and 1 (stderr).
   std::deque<OutputChunk> queue;
-  std::size_t queued_bytes = 0;
   std::uint64_t received[2] = {0, 0};
   std::uint64_t consumed[2] = {0, 0};
   std::uint64_t acked[2] = {0, 0};
@@ -189,7 +195,6 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
     }
     if (end > received[i]) {
       const std::size_t skip = static_cast<std::size_t>(received[i] - o.offset());  // replayed prefix
-      const std::size_t n = o.data().size() - skip;
       // The supervisor may run at most `window` ahead of our last ack.
       if (end - acked[i] > window) {
         return absl::ResourceExhaustedError(absl::StrCat(
@@ -197,7 +202,6 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
       }
       queue.push_back(OutputChunk{i == 1 ? StreamId::kStderr : pty ? StreamId::kPty : StreamId::kStdout, received[i],
                                   o.data().substr(skip)});
-      queued_bytes += n;
       received[i] = end;
     }
     if (o.eof()) {
@@ -571,7 +575,6 @@ asio::awaitable<absl::StatusOr<std::optional<OutputChunk>>> Process::Read() {
         c = std::move(front);
         s.queue.pop_front();
       }
-      s.queued_bytes -= c.bytes.size();
       const int i = c.stream == StreamId::kStderr ? 1 : 0;
       s.consumed[i] += c.bytes.size();
       // Return credit in quarter-window steps (few acks), and whenever the
@@ -733,9 +736,7 @@ asio::awaitable<absl::Status> Process::Disconnect() {
 asio::awaitable<absl::Status> Process::Resize(unsigned cols, unsigned rows) {
   State& s = *state_;
   if (!s.pty) co_return absl::UnimplementedError("resize: this process has no terminal");
-  if (cols == 0 || rows == 0 || cols > 10000 || rows > 10000) {
-    co_return absl::InvalidArgumentError(absl::StrCat("terminal size ", cols, "x", rows, " is outside 1..10000"));
-  }
+  if (absl::Status st = CheckTerminalSize(cols, rows); !st.ok()) co_return st;
   if (s.disconnected) co_return absl::FailedPreconditionError("this handle was disconnected; reopen the process");
   if (s.exit) co_return absl::OkStatus();
   if (!s.failed.ok()) co_return s.failed;

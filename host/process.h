@@ -36,6 +36,10 @@ namespace tether {
 
 inline constexpr std::size_t kMaxWriteBytes = 64 * 1024;          // per Write()
 inline constexpr std::size_t kMaxChunkBytes = 16 * 1024;          // per OutputChunk from Read()
+inline constexpr unsigned kMaxTerminalCells = 10000;               // cols or rows of a pty
+
+// OK for a terminal size within 1..kMaxTerminalCells, else kInvalidArgument.
+absl::Status CheckTerminalSize(unsigned cols, unsigned rows);
 inline constexpr std::size_t kDefaultOutputWindowBytes = 1 << 20;  // unread output credit
 
 struct StartOptions {

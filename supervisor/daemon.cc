@@ -47,7 +47,7 @@ using std::chrono::steady_clock;
 constexpr std::size_t kReadBufferBytes = 64 * 1024;
 constexpr std::size_t kMaxBatchBytes = 256 * 1024;  // frames coalesced per socket write
 constexpr int kNumStreams = 2;                      // stdout, stderr
-constexpr std::size_t kMaxPendingConnections = 8;   // unauthenticated at once
+constexpr std::size_t kMaxConnections = 8;          // open at once, authenticated or not
 
 // Stream 0 is stdout, or the combined terminal output with a pty; 1 is stderr.
 wire::Stream StreamOf(int i, bool pty) {
@@ -229,7 +229,7 @@ class Daemon {
   struct rusage rusage_ {};
   std::uint64_t generation_ = 0;
   std::weak_ptr<Attachment> attachment_;
-  std::size_t pending_connections_ = 0;
+  std::size_t connections_ = 0;
   asio::steady_timer linger_;
   asio::steady_timer kill_timer_;
   asio::steady_timer drain_timer_;
@@ -842,16 +842,16 @@ awaitable<void> Daemon::AcceptLoop() {
     struct ucred cred {};
     socklen_t len = sizeof(cred);
     if (::getsockopt(sock.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
-        cred.uid != ::geteuid() || pending_connections_ >= kMaxPendingConnections) {
+        cred.uid != ::geteuid() || connections_ >= kMaxConnections) {
       boost::system::error_code ignored;
       sock.close(ignored);  // another uid, or a flood: no bytes, no state
       continue;
     }
     auto a = std::make_shared<Attachment>(*this, std::move(sock));
-    ++pending_connections_;
+    ++connections_;
     asio::co_spawn(io_, [this, a]() -> awaitable<void> {
       co_await a->Run();
-      --pending_connections_;
+      --connections_;
     }, RethrowOnError);
   }
 }

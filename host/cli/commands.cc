@@ -275,8 +275,8 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
       absl::StatusOr<std::string> v = value(a);
       if (!v.ok()) return v.status();
       unsigned n = 0;
-      if (!absl::SimpleAtoi(*v, &n) || n == 0 || n > 10000) {
-        return absl::InvalidArgumentError(absl::StrCat(a, " wants 1..10000, got '", *v, "'"));
+      if (!absl::SimpleAtoi(*v, &n) || n == 0 || n > kMaxTerminalCells) {
+        return absl::InvalidArgumentError(absl::StrCat(a, " wants 1..", kMaxTerminalCells, ", got '", *v, "'"));
       }
       (a == "--cols" ? r.cols : r.rows) = n;
     } else if (a == "--no-stdin") {

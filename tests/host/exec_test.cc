@@ -1,43 +1,20 @@
 #include "host/exec.h"
 
 #include <doctest.h>
-#include <stdlib.h>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
-#include <filesystem>
 #include <string>
 
-#include "host/local_transport.h"
+#include "tests/host/test_util.h"
 
 namespace tether {
 namespace {
 
 namespace asio = boost::asio;
 
-template <typename Body>
-void RunLocal(Body body) {
-  char tmpl[] = "/tmp/tether-exec-test-XXXXXX";
-  REQUIRE(::mkdtemp(tmpl) != nullptr);
-  {
-    asio::io_context io;
-    auto t = MakeLocalTransport(io.get_executor(), LocalOptions{tmpl});
-    REQUIRE(t.ok());
-    bool done = false;
-    asio::co_spawn(io, body(**t), [&](std::exception_ptr e) {
-      done = true;
-      if (e) std::rethrow_exception(e);
-    });
-    io.run();
-    CHECK(done);
-  }
-  std::filesystem::remove_all(tmpl);
-}
-
 std::vector<std::string> Sh(std::string script) { return {"sh", "-c", std::move(script)}; }
 
 TEST_CASE("exec captures exact bytes per stream and shows every chunk to the callback") {
-  RunLocal([](Transport& t) -> asio::awaitable<void> {
+  testing::RunLocal("tether-exec-test", [](Transport& t) -> asio::awaitable<void> {
     std::string seen_out, seen_err;
     ExecOptions o;
     o.start.argv = Sh("printf '\\000\\377out'; printf 'err' >&2; exit 3");
@@ -58,7 +35,7 @@ TEST_CASE("exec captures exact bytes per stream and shows every chunk to the cal
 }
 
 TEST_CASE("exec feeds finite stdin then EOF, and bounds the capture without bounding the callback") {
-  RunLocal([](Transport& t) -> asio::awaitable<void> {
+  testing::RunLocal("tether-exec-test", [](Transport& t) -> asio::awaitable<void> {
     std::size_t seen = 0;
     ExecOptions o;
     o.start.argv = Sh("cat; wc -c < /dev/null >&2");
@@ -80,7 +57,7 @@ TEST_CASE("exec feeds finite stdin then EOF, and bounds the capture without boun
 }
 
 TEST_CASE("a failing callback ends observation with its error and keeps what was captured") {
-  RunLocal([](Transport& t) -> asio::awaitable<void> {
+  testing::RunLocal("tether-exec-test", [](Transport& t) -> asio::awaitable<void> {
     ExecOptions o;
     o.start.argv = Sh("echo first; sleep 1; echo second");
     o.start.linger_ms = 200;  // nobody will come back for this record
@@ -96,7 +73,7 @@ TEST_CASE("a failing callback ends observation with its error and keeps what was
 }
 
 TEST_CASE("exec rejects a bad request before starting anything") {
-  RunLocal([](Transport& t) -> asio::awaitable<void> {
+  testing::RunLocal("tether-exec-test", [](Transport& t) -> asio::awaitable<void> {
     ExecOptions o;
     CHECK(absl::IsInvalidArgument((co_await Exec(t, o)).status()));
   });

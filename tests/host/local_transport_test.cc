@@ -4,34 +4,15 @@
 
 #include <doctest.h>
 #include <signal.h>
-#include <stdlib.h>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
-#include <filesystem>
 #include <string>
+
+#include "tests/host/test_util.h"
 
 namespace tether {
 namespace {
 
 namespace asio = boost::asio;
-
-template <typename Body>
-void RunLocal(Body body) {
-  char tmpl[] = "/tmp/tether-transport-test-XXXXXX";
-  REQUIRE(::mkdtemp(tmpl) != nullptr);
-  asio::io_context io;
-  auto t = MakeLocalTransport(io.get_executor(), LocalOptions{tmpl});
-  REQUIRE(t.ok());
-  bool done = false;
-  asio::co_spawn(io, body(**t), [&](std::exception_ptr e) {
-    done = true;
-    if (e) std::rethrow_exception(e);
-  });
-  io.run();
-  CHECK(done);
-  std::filesystem::remove_all(tmpl);
-}
 
 std::vector<std::string> Argv(std::string a, std::string b, std::string c) { return {a, b, c}; }
 
@@ -48,7 +29,7 @@ asio::awaitable<std::string> ReadToEof(Channel& ch) {
 }
 
 TEST_CASE("a channel carries exact bytes both ways and passes EOF") {
-  RunLocal([](Transport& t) -> asio::awaitable<void> {
+  testing::RunLocal("tether-transport-test", [](Transport& t) -> asio::awaitable<void> {
     auto ch = co_await t.Exec(Argv("/bin/sh", "-c", "cat"));
     REQUIRE(ch.ok());
     std::string in;
@@ -65,7 +46,7 @@ TEST_CASE("writing to a command that has exited is an error, not a SIGPIPE") {
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   ::sigaction(SIGPIPE, &dfl, &old);
-  RunLocal([](Transport& t) -> asio::awaitable<void> {
+  testing::RunLocal("tether-transport-test", [](Transport& t) -> asio::awaitable<void> {
     auto ch = co_await t.Exec(Argv("/bin/sh", "-c", "exec 0<&-; exit 0"));
     REQUIRE(ch.ok());
     CHECK((co_await ReadToEof(**ch)).empty());

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
 
 namespace tether {
 namespace {
@@ -23,6 +24,9 @@ constexpr std::pair<ErrorCode, std::string_view> kNames[] = {
     {ErrorCode::kPermissionDenied, "PERMISSION_DENIED"},
     {ErrorCode::kProtocol, "PROTOCOL"},
     {ErrorCode::kCancelled, "CANCELLED"},
+    {ErrorCode::kOutputCapacity, "OUTPUT_CAPACITY"},
+    {ErrorCode::kWaitAborted, "WAIT_ABORTED"},
+    {ErrorCode::kResourceExhausted, "RESOURCE_EXHAUSTED"},
     {ErrorCode::kInternal, "INTERNAL"},
 };
 
@@ -39,6 +43,16 @@ absl::Status WithErrorCode(absl::Status status, ErrorCode code) {
   const std::string_view name = ErrorCodeName(code);
   status.SetPayload(kPayloadUrl, absl::Cord(std::string(name)));
   return status;
+}
+
+absl::Status OutputCapacityError(std::string_view message) {
+  return WithErrorCode(absl::ResourceExhaustedError(absl::StrCat("OUTPUT_CAPACITY: ", std::string(message))),
+                       ErrorCode::kOutputCapacity);
+}
+
+absl::Status WaitAbortedError(std::string_view message) {
+  return WithErrorCode(absl::CancelledError(absl::StrCat("WAIT_ABORTED: ", std::string(message))),
+                       ErrorCode::kWaitAborted);
 }
 
 ErrorCode ErrorCodeOf(const absl::Status& status) {
@@ -58,8 +72,8 @@ ErrorCode ErrorCodeOf(const absl::Status& status) {
     case absl::StatusCode::kUnknown: return ErrorCode::kOutcomeUnknown;
     case absl::StatusCode::kNotFound: return ErrorCode::kNotFound;
     case absl::StatusCode::kPermissionDenied: return ErrorCode::kPermissionDenied;
+    case absl::StatusCode::kResourceExhausted: return ErrorCode::kResourceExhausted;
     case absl::StatusCode::kDataLoss:
-    case absl::StatusCode::kResourceExhausted:
     case absl::StatusCode::kAborted: return ErrorCode::kProtocol;
     case absl::StatusCode::kCancelled: return ErrorCode::kCancelled;
     default: return ErrorCode::kInternal;

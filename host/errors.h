@@ -28,6 +28,9 @@ enum class ErrorCode {
   kPermissionDenied,  // not executable / not allowed
   kProtocol,          // the peer broke the protocol
   kCancelled,         // a launch stopped by its cancellation marker
+  kOutputCapacity,    // output observation stopped: finite cap or unread limit
+  kWaitAborted,       // the caller aborted (cancelled) this call
+  kResourceExhausted, // a local limit (input queue) is full; retry after earlier calls
   kInternal,
 };
 
@@ -38,5 +41,9 @@ ErrorCode ErrorCodeOf(const absl::Status& status);
 
 // Attaches `code` to `status` (for codes the canonical code cannot express).
 absl::Status WithErrorCode(absl::Status status, ErrorCode code);
+
+// OUTPUT_CAPACITY and WAIT_ABORTED errors with `message`.
+absl::Status OutputCapacityError(std::string_view message);
+absl::Status WaitAbortedError(std::string_view message);
 
 }  // namespace tether

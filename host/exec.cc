@@ -5,6 +5,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "host/output_helpers.h"
+
 namespace tether {
 
 namespace asio = boost::asio;
@@ -30,6 +32,12 @@ void Capture(std::string* into, bool* truncated, std::string_view bytes, std::si
 
 asio::awaitable<absl::StatusOr<ExecResult>> Exec(Transport& transport, ExecOptions options) {
   options.start.stdin_pipe = options.stdin.has_value();
+  // Capture needs the exact bytes and all of them (capture_limit bounds what
+  // is kept); callbacks see text unless bytes were asked for.
+  const bool text_callbacks = options.start.output_format == OutputFormat::kText;
+  options.start.output_format = OutputFormat::kBytes;
+  options.start.output_mode = OutputMode::kStream;
+  options.start.max_output_bytes = 0;
   absl::StatusOr<std::unique_ptr<Process>> started = co_await Process::Start(transport, options.start);
   if (!started.ok()) co_return started.status();
   Process& p = **started;
@@ -50,13 +58,26 @@ asio::awaitable<absl::StatusOr<ExecResult>> Exec(Transport& transport, ExecOptio
   }
 
   ExecResult r;
+  std::string carry[4];  // text callbacks: an incomplete character per stream
   while (true) {
     absl::StatusOr<std::optional<OutputChunk>> c = co_await p.Read();
     if (!c.ok()) {
       r.error = c.status();
       break;
     }
-    if (!*c) break;
+    if (!*c) {
+      if (options.on_output && text_callbacks) {
+        for (int i = 1; i < 4; ++i) {  // the streams' ends: incomplete characters become U+FFFD
+          if (carry[i].empty()) continue;
+          OutputChunk rest{static_cast<StreamId>(i), 0, DecodeUtf8Prefix(carry[i], carry[i].size() * 3, true).text};
+          if (absl::Status st = co_await options.on_output(rest); !st.ok()) {
+            r.error = std::move(st);
+            break;
+          }
+        }
+      }
+      break;
+    }
     const OutputChunk& chunk = **c;
     if (chunk.stream == StreamId::kStderr) {
       Capture(&r.stderr_bytes, &r.stderr_truncated, chunk.bytes, options.capture_limit);
@@ -64,7 +85,17 @@ asio::awaitable<absl::StatusOr<ExecResult>> Exec(Transport& transport, ExecOptio
       Capture(&r.stdout_bytes, &r.stdout_truncated, chunk.bytes, options.capture_limit);
     }
     if (options.on_output) {
-      if (absl::Status st = co_await options.on_output(chunk); !st.ok()) {
+      OutputChunk shown = chunk;
+      if (text_callbacks) {
+        std::string& held = carry[static_cast<int>(chunk.stream)];
+        held += chunk.bytes;
+        Utf8Prefix d = DecodeUtf8Prefix(held, held.size() * 3, false);
+        shown.offset = chunk.offset - (held.size() - chunk.bytes.size());
+        shown.bytes = std::move(d.text);
+        held.erase(0, d.used);
+        if (shown.bytes.empty()) continue;
+      }
+      if (absl::Status st = co_await options.on_output(shown); !st.ok()) {
         r.error = std::move(st);
         break;
       }

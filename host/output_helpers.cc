@@ -35,6 +35,33 @@ std::size_t Utf8SequenceLength(std::string_view s, std::size_t i) {
   return n;
 }
 
+// True when s[i..] is shorter than the character its first byte starts and
+// every byte present fits that character: more input may complete it.
+bool IncompleteCharacter(std::string_view s, std::size_t i) {
+  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  std::size_t n = 0;
+  unsigned lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return false;
+  }
+  const std::size_t have = s.size() - i;
+  if (have >= n) return false;
+  if (have >= 2 && (b(i + 1) < lo || b(i + 1) > hi)) return false;
+  if (have >= 3 && (b(i + 2) & 0xC0) != 0x80) return false;
+  return true;
+}
+
 // The longest prefix of `s` of at most `max` bytes that does not end inside
 // a UTF-8 character.
 std::size_t ClipAtCharacter(std::string_view s, std::size_t max) {
@@ -61,6 +88,36 @@ std::string SanitizeUtf8(std::string_view bytes) {
     }
   }
   return out;
+}
+
+Utf8Prefix DecodeUtf8Prefix(std::string_view bytes, std::size_t max_text, bool final) {
+  Utf8Prefix r;
+  r.text.reserve(std::min(bytes.size(), max_text));
+  std::size_t i = 0;
+  while (i < bytes.size()) {
+    // ASCII runs in bulk.
+    std::size_t j = i;
+    const std::size_t room = max_text - r.text.size();
+    while (j < bytes.size() && j - i < room && static_cast<unsigned char>(bytes[j]) < 0x80) ++j;
+    if (j > i) {
+      r.text.append(bytes.substr(i, j - i));
+      i = j;
+      continue;
+    }
+    std::size_t n = Utf8SequenceLength(bytes, i);
+    if (n == 0 && !final && IncompleteCharacter(bytes, i)) break;  // wait for the rest
+    const std::size_t out = n == 0 ? sizeof(kReplacement) - 1 : n;
+    if (r.text.size() + out > max_text) break;
+    if (n == 0) {
+      r.text += kReplacement;
+      n = 1;
+    } else {
+      r.text.append(bytes.substr(i, n));
+    }
+    i += n;
+  }
+  r.used = i;
+  return r;
 }
 
 LineReader::LineReader(LineOptions options) : options_(options) {}

@@ -86,4 +86,14 @@ class OutputTail {
 // Replaces invalid UTF-8 with U+FFFD; exposed for tests.
 std::string SanitizeUtf8(std::string_view bytes);
 
+// Streaming UTF-8 decoding (text output): decodes a prefix of `bytes` into at
+// most `max_text` bytes of valid UTF-8, each invalid byte becoming U+FFFD.
+// Unless `final`, a trailing incomplete character (a valid start of one) is
+// left for the next call. `used` counts the input bytes decoded.
+struct Utf8Prefix {
+  std::string text;
+  std::size_t used = 0;
+};
+Utf8Prefix DecodeUtf8Prefix(std::string_view bytes, std::size_t max_text, bool final);
+
 }  // namespace tether

@@ -9,12 +9,16 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <deque>
+#include <limits>
+#include <list>
 #include <map>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "host/errors.h"
 #include "host/internal/condition.h"
+#include "host/output_helpers.h"
 #include "host/reference.h"
 #include "host/session.h"
 #include "host/supervisor_binary.h"
@@ -29,8 +33,10 @@ constexpr std::size_t kSecretBytes = 32;
 constexpr auto kStatusTimeout = std::chrono::seconds(30);  // a dispatched status check
 constexpr unsigned kDefaultLeaseMs = 30 * 1000;  // the supervisor's kLeaseMs
 constexpr std::size_t kLaunchIdBytes = 16;
-constexpr std::size_t kMinOutputWindowBytes = 128 * 1024;  // > one 64 KiB Output frame
+constexpr std::size_t kMinOutputWindowBytes = 16 * 1024;
 constexpr std::size_t kMaxOutputWindowBytes = 64u << 20;
+constexpr std::size_t kMinRingBytes = 4096;       // the supervisor's limits
+constexpr std::size_t kMaxRingBytes = 64u << 20;
 // After the exit is acknowledged the daemon closes the attachment; if it does
 // not within this time the channel is closed from our side.
 constexpr auto kCloseAfterExitTimeout = std::chrono::seconds(5);
@@ -73,6 +79,17 @@ absl::Status ValidateOptions(const StartOptions& o) {
   if (o.output_window_bytes < kMinOutputWindowBytes || o.output_window_bytes > kMaxOutputWindowBytes) {
     return absl::InvalidArgumentError(absl::StrCat("output_window_bytes must be ", kMinOutputWindowBytes,
                                                    "..", kMaxOutputWindowBytes));
+  }
+  if (o.output_mode == OutputMode::kStream && o.max_output_bytes != 0) {
+    return absl::InvalidArgumentError("max_output_bytes limits finite output; it cannot be combined with stream mode");
+  }
+  if (o.max_output_bytes > kMaxFiniteOutputBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_output_bytes must be 1..", kMaxFiniteOutputBytes, " (or 0 for the maximum)"));
+  }
+  if (o.ring_bytes != 0 && (o.ring_bytes < kMinRingBytes || o.ring_bytes > kMaxRingBytes)) {
+    return absl::InvalidArgumentError(absl::StrCat("ring_bytes must be ", kMinRingBytes, "..", kMaxRingBytes,
+                                                   " (or 0 for 1 MiB)"));
   }
   return absl::OkStatus();
 }
@@ -121,6 +138,12 @@ absl::Status CheckTerminalSize(unsigned cols, unsigned rows) {
 struct Process::State : std::enable_shared_from_this<Process::State> {
   explicit State(const asio::any_io_executor& ex) : cond(ex), close_timer(ex), ping_timer(ex) {}
 
+  absl::Status InputAllowed() const;
+  asio::awaitable<absl::Status> AwaitInputTurn(std::size_t bytes, bool is_close);
+  OutputChunk TakeBytes();
+  std::optional<OutputChunk> DecodeCarry(int i, bool final);
+  bool NothingQueued(int i) const;
+
   std::shared_ptr<Session> session;
   internal::Condition cond;  // notified on every state change
   asio::steady_timer close_timer;
@@ -134,7 +157,21 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   std::uint64_t consumed[2] = {0, 0};
   std::uint64_t acked[2] = {0, 0};
   bool eof[2] = {false, false};
-  std::size_t window = kDefaultOutputWindowBytes;
+  std::size_t window = kDefaultOutputWindowBytes / 2;  // credit per stream
+  std::size_t unread_limit = kDefaultOutputWindowBytes;  // without backpressure
+  std::size_t queued_bytes = 0;                          // in `queue`
+  bool backpressure = true;
+  bool text = false;
+  std::uint64_t output_left = std::numeric_limits<std::uint64_t>::max();  // finite mode's cap
+  bool finite = false;
+  std::uint64_t finite_limit = 0;
+  // Set once output observation stops (OUTPUT_CAPACITY); later output is
+  // discarded but still acknowledged, so the child never blocks on us.
+  absl::Status output_error;
+  // Text mode: raw bytes taken from the queue but not yet decoded (an
+  // incomplete character, or what did not fit in the last chunk).
+  std::string carry[2];
+  std::uint64_t carry_offset[2] = {0, 0};
 
   // Stdin.
   bool stdin_pipe = false;
@@ -143,7 +180,14 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   std::uint64_t stdin_acked = 0;
   std::uint64_t stdin_window = 0;
   bool stdin_eof_sent = false;
+  bool stdin_eof_acked = false;
   bool stdin_closed_by_child = false;
+  // Writes (and a close) waiting their turn, in call order.
+  std::list<std::uint64_t> input_queue;
+  std::uint64_t next_ticket = 0;
+  std::size_t input_queue_bytes = 0;
+  // OUTCOME_UNKNOWN once the connection failed with input unacknowledged.
+  absl::Status input_error;
 
   std::optional<ExitStatus> exit;
   absl::Status failed;  // the attachment broke (set once)
@@ -163,25 +207,84 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
 
   void Fail(absl::Status st) {
     if (failed.ok()) failed = std::move(st);
+    if (input_error.ok() && (stdin_sent != stdin_acked || (stdin_eof_sent && !stdin_eof_acked))) {
+      input_error = absl::UnknownError(absl::StrCat(
+          "OUTCOME_UNKNOWN: the connection failed with ", stdin_sent - stdin_acked, " bytes of input",
+          stdin_eof_sent && !stdin_eof_acked ? " and EOF" : "",
+          " unacknowledged; whether they reached the process is unknown, and input is disabled (never retried): ",
+          std::string(failed.message())));
+    }
     ping_timer.cancel();
     session->Close();
     cond.NotifyAll();
   }
 
+  // What we acknowledge: what the application consumed, or, without
+  // backpressure or once observation stopped, everything received.
+  std::uint64_t AckPosition(int i) const {
+    return backpressure && output_error.ok() ? consumed[i] : received[i];
+  }
+
   void SendAck(bool exit_ack) {
     wire::Envelope env;
     wire::Ack* a = env.mutable_ack();
+    acked[0] = AckPosition(0);
+    acked[1] = AckPosition(1);
     if (pty) {
-      a->set_pty_offset(consumed[0]);
+      a->set_pty_offset(acked[0]);
     } else {
-      a->set_stdout_offset(consumed[0]);
+      a->set_stdout_offset(acked[0]);
     }
-    a->set_stderr_offset(consumed[1]);
+    a->set_stderr_offset(acked[1]);
     a->set_window_bytes(window);
     a->set_exit(exit_ack);
-    acked[0] = consumed[0];
-    acked[1] = consumed[1];
     session->Send(std::move(env));
+  }
+
+  // Returns credit in quarter-window steps (few acks), and whenever the
+  // consumer has caught up (so the ring never waits on a partial step).
+  void MaybeAck() {
+    if (exit || !failed.ok() || disconnected) return;
+    const std::uint64_t unacked = AckPosition(0) - acked[0] + AckPosition(1) - acked[1];
+    if (unacked > 0 && (unacked >= window / 4 || queue.empty())) SendAck(false);
+  }
+
+  void StopOutput(absl::Status why) {
+    if (output_error.ok()) output_error = std::move(why);
+  }
+
+  // Queues received output for Read(), within the unread limits.
+  void Enqueue(int i, std::uint64_t offset, std::string_view data) {
+    if (!output_error.ok() || data.empty()) return;  // observation stopped: discarded
+    if (data.size() > output_left) {
+      Enqueue(i, offset, data.substr(0, static_cast<std::size_t>(output_left)));
+      StopOutput(OutputCapacityError(absl::StrCat(
+          "finite output reached its limit of ", finite_limit,
+          " bytes; the rest is discarded and the process keeps running (start it in stream mode to read "
+          "all of its output)")));
+      return;
+    }
+    if (!backpressure && (queued_bytes + data.size() > unread_limit || queue.size() >= kMaxUnreadChunks)) {
+      StopOutput(OutputCapacityError(absl::StrCat(
+          "more than ", unread_limit, " bytes or ", kMaxUnreadChunks,
+          " chunks of output went unread; observation stopped after the queued chunks (the process keeps "
+          "running; read faster or start it with backpressure)")));
+      return;
+    }
+    output_left -= data.size();
+    queued_bytes += data.size();
+    const StreamId stream = i == 1 ? StreamId::kStderr : pty ? StreamId::kPty : StreamId::kStdout;
+    if (queue.size() + 2 >= kMaxUnreadChunks) {
+      // Keep the chunk count bounded: join the newest chunk of this stream
+      // (stdout and stderr are not ordered against each other).
+      for (auto it = queue.rbegin(); it != queue.rend(); ++it) {
+        if (it->stream == stream) {
+          it->bytes.append(data);
+          return;
+        }
+      }
+    }
+    queue.push_back(OutputChunk{stream, offset, std::string(data)});
   }
 
   absl::Status HandleOutput(const wire::Output& o) {
@@ -197,12 +300,13 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
       const std::size_t skip = static_cast<std::size_t>(received[i] - o.offset());  // replayed prefix
       // The supervisor may run at most `window` ahead of our last ack.
       if (end - acked[i] > window) {
-        return absl::ResourceExhaustedError(absl::StrCat(
+        return absl::DataLossError(absl::StrCat(
             "supervisor sent beyond the ", window, "-byte output window it was granted"));
       }
-      queue.push_back(OutputChunk{i == 1 ? StreamId::kStderr : pty ? StreamId::kPty : StreamId::kStdout, received[i],
-                                  o.data().substr(skip)});
+      const std::uint64_t start = received[i];
       received[i] = end;
+      Enqueue(i, start, std::string_view(o.data()).substr(skip));
+      MaybeAck();
     }
     if (o.eof()) {
       if (end != received[i]) return absl::DataLossError("output EOF at an offset before the received end");
@@ -226,6 +330,7 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
                                                   " bytes were sent and ", stdin_acked, " acked"));
         }
         stdin_acked = a.offset();
+        stdin_eof_acked = stdin_eof_acked || a.eof();
         stdin_closed_by_child = stdin_closed_by_child || a.closed_by_child();
         return absl::OkStatus();
       }
@@ -351,6 +456,8 @@ Process::~Process() {
 std::int32_t Process::pid() const { return state_->pid; }
 bool Process::output_gap() const { return state_->output_gap; }
 bool Process::has_pty() const { return state_->pty; }
+std::size_t Process::unread_bytes() const { return state_->queued_bytes; }
+std::size_t Process::unread_chunks() const { return state_->queue.size(); }
 
 namespace {
 
@@ -368,12 +475,36 @@ asio::awaitable<absl::StatusOr<wire::Welcome>> Attach(Transport& transport, Proc
 
 }  // namespace
 
+namespace {
+
+asio::awaitable<bool> Cancelled() {
+  asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
+  co_return cs.cancelled() != asio::cancellation_type::none;
+}
+
+}  // namespace
+
 asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Start(Transport& transport,
                                                                            StartOptions options) {
   if (absl::Status st = ValidateOptions(options); !st.ok()) co_return st;
+  // Setup runs as its own coroutine so that an abort (the caller's
+  // cancellation, forwarded by co_spawn) can be answered without touching
+  // the caller's cancellation settings.
+  auto ex = co_await asio::this_coro::executor;
+  co_return co_await asio::co_spawn(ex, StartSetup(transport, std::move(options)), asio::use_awaitable);
+}
+
+asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Transport& transport,
+                                                                                StartOptions options) {
+  co_await asio::this_coro::throw_if_cancelled(false);
+  const auto aborted_before_dispatch = [] {
+    return WaitAbortedError("start was aborted before the launch was dispatched; nothing was started");
+  };
   absl::StatusOr<SandboxInfo> info = co_await transport.Probe();
+  if (co_await Cancelled()) co_return aborted_before_dispatch();
   if (!info.ok()) co_return info.status();
   absl::StatusOr<std::string> supervisor = co_await InstallSupervisor(transport, *info);
+  if (co_await Cancelled()) co_return aborted_before_dispatch();
   if (!supervisor.ok()) co_return supervisor.status();
 
   const std::string secret = RandomBytes(kSecretBytes);
@@ -398,6 +529,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Start(Transpo
   l->set_state_dir(absl::StrCat(info->state_root, "/", launch_id));
   l->set_lease_ms(options.lease_ms);
   l->set_linger_ms(options.linger_ms);
+  l->set_ring_bytes(options.ring_bytes);
   if (launch_env.ByteSizeLong() + 64 > protocol::kMaxPayloadBytes) {
     co_return absl::InvalidArgumentError(absl::StrCat(
         "argv, cwd and environment take ", launch_env.ByteSizeLong(), " bytes; the limit is ",
@@ -416,7 +548,9 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Start(Transpo
   command.push_back("launch");
   wire::Hello hello;
   hello.set_secret(secret);
-  hello.set_window_bytes(options.output_window_bytes);
+  // The credit is per stream; a pipe process has two streams.
+  const std::size_t window = options.pty ? options.output_window_bytes : options.output_window_bytes / 2;
+  hello.set_window_bytes(window);
   // Setup deadline: the attach races a timer; whichever loses is cancelled
   // (the channel's pending read with it), so a stuck channel cannot hold us.
   absl::StatusOr<wire::Welcome> welcome = absl::UnavailableError("setup not finished");
@@ -431,17 +565,23 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Start(Transpo
       welcome = std::get<0>(std::move(raced));
     } else {
       timed_out = true;
-      if (state->session) state->session->Close();
     }
   }
-  if (timed_out || (!welcome.ok() && absl::IsUnavailable(welcome.status()))) {
+  const bool aborted = co_await Cancelled();
+  if (aborted) {
+    // Abandoned after dispatch: the marker below must still be written.
+    co_await asio::this_coro::reset_cancellation_state();
+  }
+  if ((timed_out || aborted) && state->session) state->session->Close();
+  if (timed_out || aborted || (!welcome.ok() && absl::IsUnavailable(welcome.status()))) {
     // The Launch was dispatched and its fate is unknown: make sure a delayed
     // one never starts the child. Never launch again.
     absl::Status marker = co_await transport.PutFile(state->state_dir + ".cancel", "", 0600);
     co_return absl::UnknownError(absl::StrCat(
         "OUTCOME_UNKNOWN: setup ",
-        timed_out ? absl::StrCat("did not finish within ", options.setup_timeout_ms, " ms")
-                   : absl::StrCat("lost its connection: ", std::string(welcome.status().message())),
+        aborted     ? std::string("was aborted after the launch was dispatched")
+        : timed_out ? absl::StrCat("did not finish within ", options.setup_timeout_ms, " ms")
+                    : absl::StrCat("lost its connection: ", std::string(welcome.status().message())),
         marker.ok() ? "; a cancellation marker stops a delayed launch from starting the process"
                     : absl::StrCat("; the cancellation marker could not be written: ",
                                    std::string(marker.message())),
@@ -464,7 +604,14 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Start(Transpo
     }
     co_return LaunchFailure(welcome->state().exit());
   }
-  state->window = options.output_window_bytes;
+  state->window = window;
+  state->unread_limit = options.output_window_bytes;
+  state->backpressure = options.backpressure;
+  state->text = options.output_format == OutputFormat::kText;
+  state->finite = options.output_mode == OutputMode::kFinite;
+  if (state->finite) {
+    state->finite_limit = state->output_left = options.max_output_bytes ? options.max_output_bytes : kMaxFiniteOutputBytes;
+  }
   state->pty = options.pty.has_value();
   state->stdin_pipe = options.stdin_pipe || state->pty;
   state->ping_interval = std::chrono::milliseconds((options.lease_ms ? options.lease_ms : kDefaultLeaseMs) / 3);
@@ -491,6 +638,14 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
   state->secret = ref->secret;
   state->stdin_pipe = ref->stdin_pipe;
   state->pty = ref->pty;
+  state->text = ref->text;
+  state->backpressure = ref->backpressure;
+  state->unread_limit = ref->window_bytes ? ref->window_bytes : kDefaultOutputWindowBytes;
+  state->window = ref->pty ? state->unread_limit : state->unread_limit / 2;
+  if (ref->output_left >= 0) {
+    state->finite = true;
+    state->finite_limit = state->output_left = static_cast<std::uint64_t>(ref->output_left);
+  }
   state->received[0] = state->consumed[0] = state->acked[0] = ref->stdout_offset;
   state->received[1] = state->consumed[1] = state->acked[1] = ref->stderr_offset;
   std::vector<std::string> command;
@@ -515,11 +670,57 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
     }
     co_return welcome.status();
   }
-  // Input continues where the supervisor's stdin stands; EOF may have been sent.
-  state->stdin_sent = state->stdin_acked = welcome->state().stdin_acked();
-  state->stdin_eof_sent = welcome->state().stdin_closed();
+  // Input continues where the supervisor's stdin stands: after every byte
+  // it accepted (some may still wait for the child), and EOF may be sent.
+  state->stdin_acked = welcome->state().stdin_acked();
+  state->stdin_sent = std::max(welcome->state().stdin_received(), state->stdin_acked);
+  state->stdin_eof_sent = welcome->state().stdin_closed() || welcome->state().stdin_eof_received();
+  state->stdin_eof_acked = welcome->state().stdin_closed();
   if (absl::Status st = state->Begin(*welcome); !st.ok()) co_return st;
   co_return std::unique_ptr<Process>(new Process(std::move(state)));
+}
+
+// Why input is not allowed now, or OK.
+absl::Status Process::State::InputAllowed() const {
+  if (disconnected) return absl::FailedPreconditionError("this handle was disconnected; reopen the process");
+  if (!stdin_pipe) return absl::FailedPreconditionError("input closed: the process has no stdin pipe");
+  if (stdin_eof_sent) return absl::FailedPreconditionError("input closed: stdin was already closed");
+  if (stdin_closed_by_child) return absl::FailedPreconditionError("input closed: the process closed its stdin");
+  if (!input_error.ok()) return input_error;
+  if (!failed.ok()) return failed;
+  if (exit) return absl::FailedPreconditionError("input closed: the process has exited");
+  return absl::OkStatus();
+}
+
+// Takes a place in the input queue and waits until it is first and `bytes`
+// fit the supervisor's stdin window. On success the caller sends at once.
+asio::awaitable<absl::Status> Process::State::AwaitInputTurn(std::size_t bytes, bool is_close) {
+  // A close is never refused for a full queue: it is how a writer finishes.
+  if (!is_close &&
+      (input_queue.size() >= kMaxWriteQueueCalls || input_queue_bytes + bytes > kMaxWriteQueueBytes)) {
+    co_return absl::ResourceExhaustedError(absl::StrCat(
+        "input queue full: ", input_queue.size(), " calls and ", input_queue_bytes,
+        " bytes are waiting (limits ", kMaxWriteQueueCalls, " and ", kMaxWriteQueueBytes,
+        "); await earlier writes first"));
+  }
+  auto self = shared_from_this();
+  const std::uint64_t ticket = next_ticket++;
+  input_queue.push_back(ticket);
+  input_queue_bytes += bytes;
+  absl::Status result;
+  while (true) {
+    result = InputAllowed();
+    if (!result.ok()) break;
+    if (input_queue.front() == ticket && stdin_sent + bytes - stdin_acked <= stdin_window) break;
+    if (!co_await cond.Wait()) {
+      result = WaitAbortedError("the write was aborted while queued; nothing of it was sent");
+      break;
+    }
+  }
+  input_queue.remove(ticket);
+  input_queue_bytes -= bytes;
+  cond.NotifyAll();  // the next in line
+  co_return result;
 }
 
 asio::awaitable<absl::Status> Process::Write(std::string_view bytes) {
@@ -528,21 +729,14 @@ asio::awaitable<absl::Status> Process::Write(std::string_view bytes) {
     co_return absl::InvalidArgumentError(
         absl::StrCat("write of ", bytes.size(), " bytes exceeds ", kMaxWriteBytes, "; split it"));
   }
-  while (true) {
-    if (s.disconnected) co_return absl::FailedPreconditionError("this handle was disconnected; reopen the process");
-    if (!s.stdin_pipe) co_return absl::FailedPreconditionError("input closed: the process has no stdin pipe");
-    if (s.stdin_eof_sent) co_return absl::FailedPreconditionError("input closed: stdin was already closed");
-    if (s.stdin_closed_by_child) co_return absl::FailedPreconditionError("input closed: the process closed its stdin");
-    if (!s.failed.ok()) co_return s.failed;
-    if (s.exit) co_return absl::FailedPreconditionError("input closed: the process has exited");
-    if (s.stdin_sent + bytes.size() - s.stdin_acked <= s.stdin_window) break;
-    co_await s.cond.Wait();
-  }
-  if (bytes.empty()) co_return absl::OkStatus();
+  if (absl::Status st = s.InputAllowed(); !st.ok() || bytes.empty()) co_return st;
+  // The bytes are copied: the caller's buffer need not outlive the wait.
+  std::string data(bytes);
+  if (absl::Status st = co_await s.AwaitInputTurn(data.size(), false); !st.ok()) co_return st;
   wire::Envelope env;
   env.mutable_stdin_data()->set_offset(s.stdin_sent);
-  env.mutable_stdin_data()->set_data(bytes.data(), bytes.size());
-  s.stdin_sent += bytes.size();
+  env.mutable_stdin_data()->set_data(std::move(data));
+  s.stdin_sent += env.stdin_data().data().size();
   s.session->Send(std::move(env));
   co_return absl::OkStatus();
 }
@@ -551,7 +745,10 @@ asio::awaitable<absl::Status> Process::CloseStdin() {
   State& s = *state_;
   if (s.disconnected) co_return absl::FailedPreconditionError("this handle was disconnected; reopen the process");
   if (!s.stdin_pipe || s.stdin_eof_sent) co_return absl::OkStatus();
-  if (!s.failed.ok()) co_return s.failed;
+  // EOF follows every write called before it.
+  if (absl::Status st = co_await s.AwaitInputTurn(0, true); !st.ok()) {
+    co_return s.stdin_eof_sent ? absl::OkStatus() : st;
+  }
   s.stdin_eof_sent = true;
   s.cond.NotifyAll();
   wire::Envelope env;
@@ -560,34 +757,75 @@ asio::awaitable<absl::Status> Process::CloseStdin() {
   co_return absl::OkStatus();
 }
 
+// The next chunk of queued output (bytes mode), at most kMaxChunkBytes.
+OutputChunk Process::State::TakeBytes() {
+  OutputChunk c;
+  OutputChunk& front = queue.front();
+  if (front.bytes.size() > kMaxChunkBytes) {
+    // Deliver at most kMaxChunkBytes; the rest stays first in line.
+    c = OutputChunk{front.stream, front.offset, front.bytes.substr(0, kMaxChunkBytes)};
+    front.bytes.erase(0, kMaxChunkBytes);
+    front.offset += kMaxChunkBytes;
+  } else {
+    c = std::move(front);
+    queue.pop_front();
+  }
+  queued_bytes -= c.bytes.size();
+  consumed[c.stream == StreamId::kStderr ? 1 : 0] += c.bytes.size();
+  return c;
+}
+
+// Text mode: decodes what stream i holds back; empty when it must wait for
+// more bytes (an incomplete character that is not the stream's end).
+std::optional<OutputChunk> Process::State::DecodeCarry(int i, bool final) {
+  Utf8Prefix d = DecodeUtf8Prefix(carry[i], kMaxChunkBytes, final);
+  if (d.used == 0) return std::nullopt;
+  OutputChunk c{i == 1 ? StreamId::kStderr : pty ? StreamId::kPty : StreamId::kStdout, carry_offset[i],
+                std::move(d.text)};
+  carry[i].erase(0, d.used);
+  carry_offset[i] += d.used;
+  return c;
+}
+
+// True when no queued chunk belongs to stream i.
+bool Process::State::NothingQueued(int i) const {
+  for (const OutputChunk& c : queue) {
+    if ((c.stream == StreamId::kStderr) == (i == 1)) return false;
+  }
+  return true;
+}
+
 asio::awaitable<absl::StatusOr<std::optional<OutputChunk>>> Process::Read() {
   State& s = *state_;
   while (true) {
-    if (!s.queue.empty()) {
-      OutputChunk c;
-      OutputChunk& front = s.queue.front();
-      if (front.bytes.size() > kMaxChunkBytes) {
-        // Deliver at most kMaxChunkBytes; the rest stays first in line.
-        c = OutputChunk{front.stream, front.offset, front.bytes.substr(0, kMaxChunkBytes)};
-        front.bytes.erase(0, kMaxChunkBytes);
-        front.offset += kMaxChunkBytes;
-      } else {
-        c = std::move(front);
-        s.queue.pop_front();
+    if (s.text) {
+      // What a stream holds back goes first: a chunk's undecoded rest, or at
+      // the stream's end an incomplete character (as U+FFFD).
+      for (int i = 0; i < 2; ++i) {
+        if (s.carry[i].empty()) continue;
+        const bool final = (s.eof[i] || !s.output_error.ok()) && s.NothingQueued(i);
+        if (std::optional<OutputChunk> c = s.DecodeCarry(i, final)) co_return c;
       }
-      const int i = c.stream == StreamId::kStderr ? 1 : 0;
-      s.consumed[i] += c.bytes.size();
-      // Return credit in quarter-window steps (few acks), and whenever the
-      // consumer has caught up (so the ring never waits on a partial step).
-      const std::uint64_t unacked = s.consumed[0] - s.acked[0] + s.consumed[1] - s.acked[1];
-      if (!s.exit && s.failed.ok() && unacked > 0 && (unacked >= s.window / 4 || s.queue.empty())) {
-        s.SendAck(false);
-      }
-      co_return std::optional<OutputChunk>(std::move(c));
     }
+    if (!s.queue.empty()) {
+      std::optional<OutputChunk> c;
+      if (s.text) {
+        const int i = s.queue.front().stream == StreamId::kStderr ? 1 : 0;
+        OutputChunk raw = s.TakeBytes();
+        if (s.carry[i].empty()) s.carry_offset[i] = raw.offset;
+        s.carry[i] += raw.bytes;
+        c = s.DecodeCarry(i, false);
+      } else {
+        c = s.TakeBytes();
+      }
+      s.MaybeAck();
+      if (c) co_return c;
+      continue;  // only part of a character so far
+    }
+    if (!s.output_error.ok()) co_return s.output_error;
     if (s.eof[0] && s.eof[1]) co_return std::optional<OutputChunk>();
     if (!s.failed.ok()) co_return s.failed;
-    co_await s.cond.Wait();
+    if (!co_await s.cond.Wait()) co_return WaitAbortedError("the read was aborted; no output was taken");
   }
 }
 
@@ -597,13 +835,14 @@ asio::awaitable<absl::StatusOr<ExitStatus>> Process::Wait() {
     if (s.exit) {
       ExitStatus e = *s.exit;
       // Complete only once every byte reached the consumer, with no gap.
-      e.output_complete = s.eof[0] && s.eof[1] && s.queue.empty() && !s.output_gap && !e.output_cut;
+      e.output_complete = s.eof[0] && s.eof[1] && s.queue.empty() && s.carry[0].empty() &&
+                          s.carry[1].empty() && s.output_error.ok() && !s.output_gap && !e.output_cut;
       co_return e;
     }
     if (!s.failed.ok()) {
       co_return absl::UnavailableError(absl::StrCat("exit not observed: ", std::string(s.failed.message())));
     }
-    co_await s.cond.Wait();
+    if (!co_await s.cond.Wait()) co_return WaitAbortedError("the wait was aborted; the process was not touched");
   }
 }
 
@@ -644,7 +883,11 @@ asio::awaitable<absl::Status> Process::Terminate(unsigned grace_ms) {
     });
     s.terminate_deadline = deadline;
   }
-  while (!s.terminate_result && !s.exit && s.failed.ok()) co_await s.cond.Wait();
+  while (!s.terminate_result && !s.exit && s.failed.ok()) {
+    if (!co_await s.cond.Wait()) {
+      co_return WaitAbortedError("this caller stopped waiting; the terminate request stands");
+    }
+  }
   if (s.terminate_result) co_return *s.terminate_result;
   if (s.exit) co_return absl::OkStatus();  // it exited: the request did its work or was moot
   // The connection failed with the request in flight: we cannot tell.
@@ -654,7 +897,7 @@ asio::awaitable<absl::Status> Process::Terminate(unsigned grace_ms) {
   co_return *s.terminate_result;
 }
 
-asio::awaitable<ProcessStatus> Process::Status() {
+asio::awaitable<absl::StatusOr<ProcessStatus>> Process::Status() {
   State& s = *state_;
   ProcessStatus st;
   st.observed_at = std::chrono::system_clock::now();
@@ -675,11 +918,19 @@ asio::awaitable<ProcessStatus> Process::Status() {
     timed_out = true;
     s.cond.NotifyAll();
   });
+  bool aborted = false;
   while (s.status_replies[id].phase() == wire::ProcessState::PHASE_UNSPECIFIED && !timed_out &&
          s.failed.ok() && !s.exit) {
-    co_await s.cond.Wait();
+    if (!co_await s.cond.Wait()) {
+      aborted = true;
+      break;
+    }
   }
   deadline.cancel();
+  if (aborted) {
+    s.status_replies.erase(id);
+    co_return WaitAbortedError("the status check was aborted");
+  }
   const wire::ProcessState reply = s.status_replies[id];
   s.status_replies.erase(id);
   st.observed_at = std::chrono::system_clock::now();
@@ -688,18 +939,21 @@ asio::awaitable<ProcessStatus> Process::Status() {
     st.exit = s.exit;
   } else if (reply.phase() == wire::ProcessState::PHASE_RUNNING) {
     st.state = ProcessStatus::State::kRunning;
+  } else if (reply.phase() == wire::ProcessState::PHASE_EXITED && reply.has_exit()) {
+    // The supervisor reaped it; its output may still be unread.
+    st.state = ProcessStatus::State::kExited;
+    st.exit = ToExitStatus(reply.exit());
   }
-  // An EXITED phase without our having the exit record (output still
-  // draining) stays unknown here: the exit is confirmed by Wait().
   co_return st;
 }
 
 absl::StatusOr<std::string> Process::Reference() const {
   const State& s = *state_;
-  if (s.stdin_sent != s.stdin_acked) {
+  if (!s.input_error.ok()) return s.input_error;
+  if (s.stdin_sent != s.stdin_acked || (s.stdin_eof_sent && !s.stdin_eof_acked && !s.exit)) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "input delivery is pending (", s.stdin_sent - s.stdin_acked,
-        " bytes not yet acknowledged); retry once they are"));
+        "input delivery is pending (", s.stdin_sent - s.stdin_acked, " bytes",
+        s.stdin_eof_sent && !s.stdin_eof_acked ? " and EOF" : "", " not yet acknowledged); retry once they are"));
   }
   ProcessReference r;
   r.provider = s.provider;
@@ -710,8 +964,13 @@ absl::StatusOr<std::string> Process::Reference() const {
   r.pid = s.pid;
   r.stdin_pipe = s.stdin_pipe;
   r.pty = s.pty;
-  r.stdout_offset = s.consumed[0];
-  r.stderr_offset = s.consumed[1];
+  r.text = s.text;
+  r.backpressure = s.backpressure;
+  r.window_bytes = s.pty ? s.window : 2 * s.window;
+  r.output_left = s.finite ? static_cast<std::int64_t>(s.output_left) : -1;
+  // Bytes consumed but held back undecoded (text) are not delivered yet.
+  r.stdout_offset = s.consumed[0] - s.carry[0].size();
+  r.stderr_offset = s.consumed[1] - s.carry[1].size();
   r.expires_at = std::chrono::duration_cast<std::chrono::seconds>(
                      std::chrono::system_clock::now().time_since_epoch()).count() +
                  kReferenceLifetimeSeconds;

@@ -18,6 +18,19 @@
 // coroutines must not be resumed from other threads. Output is flow
 // controlled end to end: a consumer that stops reading makes the child block
 // on its pipe, and nothing is lost.
+//
+// Limits (seed 000): a write carries at most 64 KiB; at most 256 KiB and 256
+// writes wait in the input queue; a chunk from Read() is at most 16 KiB; at
+// most 64 KiB (output_window_bytes) and 256 chunks of output are unread or in
+// flight. Finite output (the default) stops at max_output_bytes (1 MiB).
+//
+// Aborting: Start, Write, Read, Wait, Status and Terminate honour Asio's
+// per-operation cancellation, e.g.
+//   co_await (p->Wait() || timer.async_wait(asio::use_awaitable));
+// An aborted call returns WAIT_ABORTED (ErrorCodeOf) and cancels only that
+// caller: a queued write is dropped unsent; a Start aborted before its launch
+// was dispatched started nothing, one aborted after is OUTCOME_UNKNOWN and
+// leaves a cancellation marker, exactly like a setup timeout.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -35,12 +48,32 @@
 namespace tether {
 
 inline constexpr std::size_t kMaxWriteBytes = 64 * 1024;          // per Write()
+inline constexpr std::size_t kMaxWriteQueueBytes = 256 * 1024;    // waiting writes, incl. the one in progress
+inline constexpr std::size_t kMaxWriteQueueCalls = 256;
 inline constexpr std::size_t kMaxChunkBytes = 16 * 1024;          // per OutputChunk from Read()
+inline constexpr std::size_t kMaxUnreadChunks = 256;
+inline constexpr std::size_t kDefaultOutputWindowBytes = 64 * 1024;  // unread + in flight
+inline constexpr std::size_t kMaxFiniteOutputBytes = 1 << 20;     // finite mode's cap
 inline constexpr unsigned kMaxTerminalCells = 10000;               // cols or rows of a pty
 
 // OK for a terminal size within 1..kMaxTerminalCells, else kInvalidArgument.
 absl::Status CheckTerminalSize(unsigned cols, unsigned rows);
-inline constexpr std::size_t kDefaultOutputWindowBytes = 1 << 20;  // unread output credit
+
+enum class OutputMode {
+  // At most max_output_bytes (1..1 MiB) of output over the process's life;
+  // past it Read() fails with OUTPUT_CAPACITY (after every byte up to the
+  // cap), the rest is discarded, and the process keeps running.
+  kFinite,
+  // No total limit: read it as it comes.
+  kStream,
+};
+
+enum class OutputFormat {
+  // Valid UTF-8: characters split across chunks are joined, invalid bytes
+  // become U+FFFD. Offsets still count the original bytes.
+  kText,
+  kBytes,  // the exact bytes, NUL and invalid UTF-8 included
+};
 
 struct StartOptions {
   std::vector<std::string> argv;  // argv[0]: absolute path or a bare name from PATH
@@ -55,7 +88,25 @@ struct StartOptions {
     unsigned cols = 80, rows = 24;
   };
   std::optional<PtySize> pty;
+  OutputMode output_mode = OutputMode::kFinite;
+  OutputFormat output_format = OutputFormat::kText;
+  // Finite mode's cap, 1..kMaxFiniteOutputBytes; 0: the cap. Must be 0 in
+  // stream mode.
+  std::size_t max_output_bytes = 0;
+  // Backpressure (default): output unread by the application plus output in
+  // flight never exceeds this many bytes (16 KiB..64 MiB); past it the
+  // supervisor holds output in its ring and then the child blocks on its
+  // pipe. Raise it for channels with a high bandwidth-delay product.
   std::size_t output_window_bytes = kDefaultOutputWindowBytes;
+  // Without backpressure the supervisor sends output as it comes, and an
+  // application that lets more than 64 KiB (output_window_bytes) or 256
+  // chunks go unread gets OUTPUT_CAPACITY from Read(): observation stops
+  // (after every chunk queued before it), nothing is dropped silently, the
+  // process keeps running.
+  bool backpressure = true;
+  // The supervisor's output ring per stream, for output nobody has read yet
+  // (kept while detached; 4 KiB..64 MiB). 0: 1 MiB.
+  std::size_t ring_bytes = 0;
   // The supervisor drops an attachment that sends nothing for this long; the
   // host pings at a third of it. 0: the supervisor's default (30 s).
   unsigned lease_ms = 0;
@@ -108,6 +159,8 @@ class Process {
   static boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Start(
       Transport& transport, StartOptions options);
 
+  struct State;  // shared with the receive pump
+
   // Reattaches to a process from its Reference() (see reference.h) through
   // `transport`, which must reach the same sandbox. Output resumes where the
   // reference's holder stopped; output_gap() tells whether bytes evicted
@@ -121,15 +174,20 @@ class Process {
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;
 
-  // Writes exact bytes to the child's stdin (at most kMaxWriteBytes per call;
-  // waits for the supervisor's stdin window). kFailedPrecondition once stdin
-  // is closed or was never a pipe.
+  // Writes exact bytes to the child's stdin (at most kMaxWriteBytes per call),
+  // in call order; returns once the bytes are handed to the channel (waiting
+  // for the supervisor's stdin window first). An empty write checks that
+  // input is still allowed. INPUT_CLOSED once stdin is closed or was never a
+  // pipe; kResourceExhausted when kMaxWriteQueueBytes / kMaxWriteQueueCalls
+  // already wait; OUTCOME_UNKNOWN once the connection failed while input was
+  // unacknowledged (input is then disabled, never retried).
   boost::asio::awaitable<absl::Status> Write(std::string_view bytes);
   // Sends EOF after everything written so far. Idempotent.
   boost::asio::awaitable<absl::Status> CloseStdin();
   // The next chunk of output (at most kMaxChunkBytes) in arrival order,
   // stdout and stderr kept apart by `stream`; nullopt once both streams have
-  // ended. One consumer.
+  // ended. One consumer. OUTPUT_CAPACITY (see OutputMode, backpressure) once
+  // observation stopped; everything before it was delivered.
   boost::asio::awaitable<absl::StatusOr<std::optional<OutputChunk>>> Read();
   // Waits for the confirmed exit. kUnavailable if the connection failed
   // before the exit was observed (never a guessed status).
@@ -151,7 +209,8 @@ class Process {
   boost::asio::awaitable<absl::Status> Resize(unsigned cols, unsigned rows);
 
   // running | exited | unknown, asking the supervisor (30 s timeout).
-  boost::asio::awaitable<ProcessStatus> Status();
+  // WAIT_ABORTED when the caller aborts it.
+  boost::asio::awaitable<absl::StatusOr<ProcessStatus>> Status();
 
   // Private JSON to reopen this process later; expires within 24 h.
   // kFailedPrecondition while written input is not yet acknowledged.
@@ -166,10 +225,14 @@ class Process {
   bool output_gap() const;
   // True when the process runs on a terminal (output is kPty).
   bool has_pty() const;
-
-  struct State;  // shared with the receive pump
+  // Output received and not yet taken by Read(): at most output_window_bytes
+  // and kMaxUnreadChunks.
+  std::size_t unread_bytes() const;
+  std::size_t unread_chunks() const;
 
  private:
+  static boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> StartSetup(
+      Transport& transport, StartOptions options);
   explicit Process(std::shared_ptr<State> state);
   std::shared_ptr<State> state_;
 };

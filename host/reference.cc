@@ -51,6 +51,10 @@ std::string EncodeReference(const ProcessReference& r) {
   o["pid"] = r.pid;
   o["stdin_pipe"] = r.stdin_pipe;
   o["pty"] = r.pty;
+  o["text"] = r.text;
+  o["backpressure"] = r.backpressure;
+  o["window_bytes"] = r.window_bytes;
+  o["output_left"] = r.output_left;
   o["stdout_offset"] = r.stdout_offset;
   o["stderr_offset"] = r.stderr_offset;
   o["expires_at"] = r.expires_at;
@@ -93,6 +97,17 @@ absl::StatusOr<ProcessReference> ParseReference(std::string_view text, std::int6
   const json::value* pty = o.if_contains("pty");
   if (pty == nullptr || !pty->is_bool()) return Bad("'pty' must be a boolean");
   r.pty = pty->as_bool();
+  for (auto [key, field] : {std::pair<const char*, bool*>{"text", &r.text}, {"backpressure", &r.backpressure}}) {
+    const json::value* b = o.if_contains(key);
+    if (b == nullptr || !b->is_bool()) return Bad(absl::StrCat("'", key, "' must be a boolean"));
+    *field = b->as_bool();
+  }
+  absl::StatusOr<std::int64_t> window = GetInt(o, "window_bytes", 0, std::int64_t{64} << 20);
+  if (!window.ok()) return window.status();
+  r.window_bytes = static_cast<std::uint64_t>(*window);
+  absl::StatusOr<std::int64_t> left = GetInt(o, "output_left", -1, std::int64_t{1} << 20);
+  if (!left.ok()) return left.status();
+  r.output_left = *left;
   constexpr std::int64_t kMaxOffset = std::int64_t{1} << 62;
   absl::StatusOr<std::int64_t> pid = GetInt(o, "pid", -1, 1 << 30);
   absl::StatusOr<std::int64_t> out = GetInt(o, "stdout_offset", 0, kMaxOffset);

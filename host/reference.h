@@ -25,6 +25,11 @@ struct ProcessReference {
   std::int32_t pid = -1;
   bool stdin_pipe = false;
   bool pty = false;
+  // The output settings the process was started with.
+  bool text = false;
+  bool backpressure = true;
+  std::uint64_t window_bytes = 0;     // 0: the default
+  std::int64_t output_left = -1;      // finite mode: bytes left under the cap; -1: stream
   std::uint64_t stdout_offset = 0;  // output the holder already consumed
   std::uint64_t stderr_offset = 0;
   std::int64_t expires_at = 0;      // unix seconds

@@ -562,6 +562,8 @@ wire::ProcessState Daemon::State() const {
   s.set_pgid(pgid_);
   s.set_stdin_acked(stdin_.base);
   s.set_stdin_closed(stdin_.closed);
+  s.set_stdin_received(stdin_.base + stdin_.buf.size());
+  s.set_stdin_eof_received(stdin_.eof_requested);
   if (exit_) *s.mutable_exit() = *exit_;
   return s;
 }

@@ -170,6 +170,8 @@ StartOptions ToStartOptions(const RunArgs& args) {
   opts.cwd = args.cwd;
   opts.env = args.env;
   opts.stdin_pipe = args.stdin_pipe;
+  opts.output_mode = OutputMode::kStream;  // a command's whole output, exact
+  opts.output_format = OutputFormat::kBytes;
   if (args.pty) {
     StartOptions::PtySize size;
     if (auto own = OwnTerminalSize()) size = {own->first, own->second};
@@ -363,7 +365,12 @@ int ReferenceCommand(const std::string& command, const std::vector<std::string>&
     if (command == "wait") co_return co_await Interact(proc, false);
     int code = 0;
     if (command == "status") {
-      ProcessStatus st = co_await proc.Status();
+      absl::StatusOr<ProcessStatus> status = co_await proc.Status();
+      if (!status.ok()) {
+        PrintError(status.status());
+        co_return ExitForError(status.status());
+      }
+      const ProcessStatus& st = *status;
       switch (st.state) {
         case ProcessStatus::State::kRunning:
           std::printf("running pid %d\n", proc.pid());

@@ -6,6 +6,8 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/system/system_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 
@@ -18,8 +20,18 @@ class Condition {
 
   void NotifyAll() { timer_.cancel(); }
 
-  boost::asio::awaitable<void> Wait() {
-    co_await timer_.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+  // False when the calling coroutine was cancelled (per-operation
+  // cancellation, e.g. the losing side of `||`): the caller returns
+  // WAIT_ABORTED. After a cancellation Asio makes every further co_await of
+  // an operation throw; that is caught here too.
+  boost::asio::awaitable<bool> Wait() {
+    try {
+      co_await timer_.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+    } catch (const boost::system::system_error&) {
+      co_return false;
+    }
+    boost::asio::cancellation_state cs = co_await boost::asio::this_coro::cancellation_state;
+    co_return cs.cancelled() == boost::asio::cancellation_type::none;
   }
 
  private:

@@ -16,6 +16,7 @@ asio::awaitable<int> Main() {
   tether::StartOptions opts;
   opts.argv = {"sh", "-c", "cat; printf 'E' >&2; exit 5"};
   opts.stdin_pipe = true;
+  opts.output_format = tether::OutputFormat::kBytes;  // exact bytes (the default is text)
   auto p = co_await tether::Process::Start(**transport, opts);
   if (!p.ok()) {
     std::fprintf(stderr, "embed: start: %s\n", std::string(p.status().message()).c_str());

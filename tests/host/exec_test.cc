@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "host/output_helpers.h"
 #include "tests/host/test_util.h"
 
 namespace tether {
@@ -29,9 +30,32 @@ TEST_CASE("exec captures exact bytes per stream and shows every chunk to the cal
     CHECK(r->exit->code == 3);
     CHECK(r->stdout_bytes == std::string("\0\xffout", 5));
     CHECK(r->stderr_bytes == "err");
-    CHECK(seen_out == r->stdout_bytes);
+    // Callbacks get text by default: the invalid byte as U+FFFD, NUL kept.
+    CHECK(seen_out == std::string("\0\xEF\xBF\xBDout", 7));
     CHECK(seen_err == r->stderr_bytes);
   });
+}
+
+TEST_CASE("exec callbacks see whole characters when a character is split between writes, or bytes if asked") {
+  for (const bool bytes : {false, true}) {
+    testing::RunLocal("tether-exec-test", [bytes](Transport& t) -> asio::awaitable<void> {
+      std::string seen;
+      ExecOptions o;
+      // "é" (C3 A9) split across two writes a moment apart, then a lone
+      // lead byte at the very end.
+      o.start.argv = Sh("printf 'a\303'; sleep 0.2; printf '\251b\342'");
+      if (bytes) o.start.output_format = OutputFormat::kBytes;
+      o.on_output = [&](const OutputChunk& c) -> asio::awaitable<absl::Status> {
+        if (!bytes) CHECK(c.bytes == SanitizeUtf8(c.bytes));  // every chunk valid on its own
+        seen += c.bytes;
+        co_return absl::OkStatus();
+      };
+      absl::StatusOr<ExecResult> r = co_await Exec(t, o);
+      REQUIRE(r.ok());
+      CHECK(r->stdout_bytes == "a\xC3\xA9" "b\xE2");
+      CHECK(seen == (bytes ? std::string("a\xC3\xA9" "b\xE2") : std::string("a\xC3\xA9" "b\xEF\xBF\xBD")));
+    });
+  }
 }
 
 TEST_CASE("exec feeds finite stdin then EOF, and bounds the capture without bounding the callback") {

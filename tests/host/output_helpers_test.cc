@@ -95,3 +95,63 @@ TEST_CASE("the tail keeps the newest bytes, chunks and lines, and says when it d
 
 }  // namespace
 }  // namespace tether
+
+namespace tether {
+namespace {
+
+// Decodes `pieces` one after another the way text output does.
+std::string DecodeStreaming(const std::vector<std::string>& pieces, std::size_t max_text) {
+  std::string held, out;
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    held += pieces[i];
+    const bool final = i + 1 == pieces.size();
+    while (true) {
+      Utf8Prefix d = DecodeUtf8Prefix(held, max_text, final);
+      CHECK(d.text.size() <= max_text);
+      CHECK(d.text == SanitizeUtf8(d.text));
+      out += d.text;
+      held.erase(0, d.used);
+      if (d.used == 0 || held.empty()) break;
+    }
+    CHECK(held.size() <= (final ? 0u : 3u));
+  }
+  return out;
+}
+
+TEST_CASE("streaming UTF-8 decoding of any split equals decoding the whole, within the text budget") {
+  const std::string alphabet("a\x80\xBF\xC2\xC3\xA9\xE0\xE2\x82\xAC\xED\xA0\xF0\x9F\x90\xF4\x8F\xFF", 18);
+  unsigned seed = 12345;
+  const auto next = [&seed] { return seed = seed * 1103515245u + 12345u, (seed >> 16) & 0x7fff; };
+  for (int round = 0; round < 3000; ++round) {
+    std::string all;
+    const std::size_t n = next() % 40;
+    for (std::size_t i = 0; i < n; ++i) all.push_back(alphabet[next() % alphabet.size()]);
+    std::vector<std::string> pieces;
+    for (std::size_t i = 0; i < all.size();) {
+      const std::size_t k = 1 + next() % 5;
+      pieces.push_back(all.substr(i, k));
+      i += k;
+    }
+    if (pieces.empty()) pieces.push_back("");
+    const std::size_t budget = round % 2 ? 1000 : 4 + next() % 8;  // >= one character
+    REQUIRE(DecodeStreaming(pieces, budget) == SanitizeUtf8(all));
+  }
+}
+
+TEST_CASE("an incomplete character is held until more bytes or the end, where it becomes U+FFFD") {
+  Utf8Prefix d = DecodeUtf8Prefix("ab\xF0\x9F", 100, false);
+  CHECK(d.text == "ab");
+  CHECK(d.used == 2);
+  d = DecodeUtf8Prefix("\xF0\x9F", 100, true);
+  CHECK(d.text == "\xEF\xBF\xBD\xEF\xBF\xBD");
+  d = DecodeUtf8Prefix("\xF0\x9F\x98\x80!", 100, false);  // 😀
+  CHECK(d.text == "\xF0\x9F\x98\x80!");
+  d = DecodeUtf8Prefix("\xED\xA0", 100, false);  // a surrogate can never complete: not held
+  CHECK(d.text == "\xEF\xBF\xBD\xEF\xBF\xBD");
+  d = DecodeUtf8Prefix("\xFF\xFF", 4, true);  // budget: one U+FFFD fits in 4 bytes
+  CHECK(d.text == "\xEF\xBF\xBD");
+  CHECK(d.used == 1);
+}
+
+}  // namespace
+}  // namespace tether

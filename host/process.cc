@@ -2,6 +2,8 @@
 
 #include <sys/random.h>
 
+#include <csignal>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -16,6 +18,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "host/errors.h"
 #include "host/internal/condition.h"
 #include "host/output_helpers.h"
@@ -126,6 +129,21 @@ int StreamIndex(wire::Stream s, bool pty) {
 }
 
 }  // namespace
+
+absl::StatusOr<int> SignalNumber(std::string_view s) {
+  static constexpr std::pair<std::string_view, int> kNames[] = {
+      {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL}, {"USR1", SIGUSR1},
+      {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"CONT", SIGCONT}, {"STOP", SIGSTOP}, {"TSTP", SIGTSTP},
+      {"ALRM", SIGALRM}, {"PIPE", SIGPIPE}, {"WINCH", SIGWINCH}, {"ABRT", SIGABRT}, {"TTIN", SIGTTIN},
+      {"TTOU", SIGTTOU}};
+  int n = 0;
+  if (absl::SimpleAtoi(std::string(s), &n) && n > 0 && n < 65) return n;
+  const std::string_view name = s.substr(0, 3) == "SIG" ? s.substr(3) : s;
+  for (const auto& [k, v] : kNames) {
+    if (name == k) return v;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown signal '", absl::CEscape(std::string(s)), "'"));
+}
 
 absl::Status CheckTerminalSize(unsigned cols, unsigned rows) {
   if (cols == 0 || rows == 0 || cols > kMaxTerminalCells || rows > kMaxTerminalCells) {
@@ -862,6 +880,12 @@ asio::awaitable<absl::Status> Process::Signal(int signal) {
   co_return absl::OkStatus();
 }
 
+asio::awaitable<absl::Status> Process::Signal(std::string_view name) {
+  absl::StatusOr<int> n = SignalNumber(name);
+  if (!n.ok()) co_return n.status();
+  co_return co_await Signal(*n);
+}
+
 asio::awaitable<absl::Status> Process::Terminate(unsigned grace_ms) {
   State& s = *state_;
   if (s.terminate_result) co_return *s.terminate_result;
@@ -990,6 +1014,18 @@ asio::awaitable<absl::Status> Process::Disconnect() {
   s.session->Send(std::move(env));
   co_await s.session->Drain(std::chrono::duration_cast<std::chrono::milliseconds>(kCloseAfterExitTimeout));
   co_return absl::OkStatus();
+}
+
+asio::awaitable<absl::Status> Process::Detach() {
+  State& s = *state_;
+  absl::Status st = co_await Disconnect();
+  s.queue.clear();
+  s.queued_bytes = 0;
+  s.carry[0].clear();
+  s.carry[1].clear();
+  s.eof[0] = s.eof[1] = true;  // Read() ends: nothing more for this handle
+  s.cond.NotifyAll();
+  co_return st;
 }
 
 asio::awaitable<absl::Status> Process::Resize(unsigned cols, unsigned rows) {

@@ -56,6 +56,10 @@ inline constexpr std::size_t kDefaultOutputWindowBytes = 64 * 1024;  // unread +
 inline constexpr std::size_t kMaxFiniteOutputBytes = 1 << 20;     // finite mode's cap
 inline constexpr unsigned kMaxTerminalCells = 10000;               // cols or rows of a pty
 
+// The number of a signal given as "TERM", "SIGTERM" or "15" (Linux numbers,
+// the same on x86_64 and aarch64); kInvalidArgument for anything else.
+absl::StatusOr<int> SignalNumber(std::string_view name);
+
 // OK for a terminal size within 1..kMaxTerminalCells, else kInvalidArgument.
 absl::Status CheckTerminalSize(unsigned cols, unsigned rows);
 
@@ -195,6 +199,8 @@ class Process {
 
   // Sends `signal` to the child's process group. kNotFound once it exited.
   boost::asio::awaitable<absl::Status> Signal(int signal);
+  // The same by name: "SIGTERM", "TERM" or "15".
+  boost::asio::awaitable<absl::Status> Signal(std::string_view name);
   // SIGTERM to the group, then SIGKILL after grace_ms if it is still alive
   // (and anything that escaped the group with setsid). Returns once the
   // supervisor acknowledged the request; Wait() confirms the exit.
@@ -217,7 +223,12 @@ class Process {
   absl::StatusOr<std::string> Reference() const;
   // Releases this attachment at once without touching the child (its stdin
   // stays open); the handle then refuses input and control. Idempotent.
+  // Unread output stays in the supervisor's ring for Reopen().
   boost::asio::awaitable<absl::Status> Disconnect();
+  // Done with this handle: releases the attachment like Disconnect() and
+  // discards the output not yet read (Read() then ends). Requests no kill
+  // and does not close the child's stdin. Idempotent.
+  boost::asio::awaitable<absl::Status> Detach();
 
   // The child's pid inside the sandbox (also its process group id).
   std::int32_t pid() const;

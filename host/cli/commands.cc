@@ -223,19 +223,7 @@ absl::StatusOr<std::string> ReadReference(const std::string& arg) {
   return arg;
 }
 
-absl::StatusOr<int> ParseSignal(const std::string& s) {
-  static constexpr std::pair<const char*, int> kNames[] = {
-      {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL}, {"USR1", SIGUSR1},
-      {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"CONT", SIGCONT}, {"STOP", SIGSTOP}, {"TSTP", SIGTSTP},
-      {"ALRM", SIGALRM}, {"PIPE", SIGPIPE}, {"WINCH", SIGWINCH}};
-  int n = 0;
-  if (absl::SimpleAtoi(s, &n) && n > 0 && n < 65) return n;
-  const std::string name = s.rfind("SIG", 0) == 0 ? s.substr(3) : s;
-  for (const auto& [k, v] : kNames) {
-    if (name == k) return v;
-  }
-  return absl::InvalidArgumentError(absl::StrCat("unknown signal '", s, "'"));
-}
+absl::StatusOr<int> ParseSignal(const std::string& s) { return SignalNumber(s); }
 
 }  // namespace
 

@@ -470,5 +470,30 @@ TEST_CASE("ring_bytes sets how much output a detached process keeps") {
   });
 }
 
+TEST_CASE("detach discards unread output and leaves the process running") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    StartOptions o = Opts();
+    o.argv = V("sh", "-c", "seq 1 100000; sleep 1");
+    o.stdin_pipe = true;
+    o.linger_ms = 300;  // nobody will acknowledge its exit
+    auto p = co_await Process::Start(t, o);
+    REQUIRE(p.ok());
+    const pid_t pid = (*p)->pid();
+    co_await Sleep(milliseconds(100));
+    CHECK((*p)->unread_bytes() > 0);
+    CHECK((co_await (*p)->Detach()).ok());
+    CHECK((co_await (*p)->Detach()).ok());  // again: safe
+    CHECK((*p)->unread_bytes() == 0);
+    auto c = co_await (*p)->Read();
+    REQUIRE(c.ok());
+    CHECK(!c->has_value());  // output ended for this handle
+    CHECK(ErrorCodeOf(co_await (*p)->Write("x")) == ErrorCode::kInputClosed);
+    CHECK(::kill(pid, 0) == 0);  // not killed
+    co_await Sleep(milliseconds(2000));  // it finishes; the supervisor cleans up after its linger
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);
+}
+
 }  // namespace
 }  // namespace tether

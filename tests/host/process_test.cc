@@ -278,7 +278,8 @@ TEST_CASE("signal reaches the child's process group") {
     auto first = co_await (*p)->Read();
     REQUIRE(first.ok());
     REQUIRE(first->has_value());
-    CHECK((co_await (*p)->Signal(SIGUSR1)).ok());
+    CHECK(ErrorCodeOf(co_await (*p)->Signal("SIGNOPE")) == ErrorCode::kInvalidArgument);
+    CHECK((co_await (*p)->Signal("SIGUSR1")).ok());  // by name
     Output o = co_await ReadAll(**p, (*first)->bytes.size());
     CHECK(o.out == "got-usr1\n");
     CHECK((co_await (*p)->Wait())->code == 3);

@@ -64,3 +64,24 @@ add_custom_target(tether_supervisors DEPENDS ${_tether_supervisor_targets})
 
 install(PROGRAMS ${_tether_supervisor_bins}
         DESTINATION "${CMAKE_INSTALL_LIBEXECDIR}/tether")
+
+# The host library carries both supervisors (.incbin), so an application that
+# embeds it needs no other files. $TETHER_SUPERVISOR_DIR still overrides.
+set(_asm "")
+foreach(_arch IN LISTS TETHER_MUSL_ARCHES)
+  string(APPEND _asm
+    "  .section .rodata.tether_supervisor_${_arch},\"a\"\n"
+    "  .balign 16\n"
+    "  .globl tether_supervisor_${_arch}_begin\n"
+    "tether_supervisor_${_arch}_begin:\n"
+    "  .incbin \"${TETHER_SUPERVISOR_BIN_DIR}/tether-supervisor-${_arch}\"\n"
+    "  .globl tether_supervisor_${_arch}_end\n"
+    "tether_supervisor_${_arch}_end:\n")
+endforeach()
+string(APPEND _asm "  .section .note.GNU-stack,\"\",@progbits\n")
+set(_emb "${CMAKE_BINARY_DIR}/host/embedded_supervisors.S")
+file(CONFIGURE OUTPUT "${_emb}" CONTENT "${_asm}" @ONLY)
+target_sources(tether_host PRIVATE "${_emb}")
+set_source_files_properties("${_emb}" PROPERTIES OBJECT_DEPENDS "${_tether_supervisor_bins}")
+add_dependencies(tether_host tether_supervisors)
+target_compile_definitions(tether_host PRIVATE TETHER_EMBEDDED_SUPERVISORS=1)

@@ -9,8 +9,14 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "protocol/crc32c.h"
+#include "protocol/sha256.h"
 #include "tether/protocol/version.h"
+
+#ifdef TETHER_EMBEDDED_SUPERVISORS
+// host/embedded_supervisors.S (cmake/MuslSupervisors.cmake)
+extern "C" const char tether_supervisor_x86_64_begin[], tether_supervisor_x86_64_end[];
+extern "C" const char tether_supervisor_aarch64_begin[], tether_supervisor_aarch64_end[];
+#endif
 
 namespace tether {
 namespace {
@@ -58,24 +64,45 @@ absl::StatusOr<std::string> FindSupervisorBinary(const std::string& arch) {
                                           " found; set TETHER_SUPERVISOR_DIR. Tried:", tried));
 }
 
+absl::StatusOr<std::string> SupervisorBytes(const std::string& arch) {
+  if (arch != "x86_64" && arch != "aarch64") {
+    return absl::UnimplementedError(absl::StrCat(
+        "sandbox architecture '", arch, "' has no tether supervisor (x86_64 and aarch64 do)"));
+  }
+  const char* dir = std::getenv("TETHER_SUPERVISOR_DIR");
+#ifdef TETHER_EMBEDDED_SUPERVISORS
+  if (dir == nullptr || *dir == '\0') {
+    const std::string_view embedded = arch == "x86_64"
+        ? std::string_view(tether_supervisor_x86_64_begin,
+                           static_cast<std::size_t>(tether_supervisor_x86_64_end - tether_supervisor_x86_64_begin))
+        : std::string_view(tether_supervisor_aarch64_begin,
+                           static_cast<std::size_t>(tether_supervisor_aarch64_end - tether_supervisor_aarch64_begin));
+    if (!embedded.empty()) return std::string(embedded);
+  }
+#endif
+  (void)dir;
+  absl::StatusOr<std::string> path = FindSupervisorBinary(arch);
+  if (!path.ok()) return path.status();
+  return ReadAll(*path);
+}
+
+std::string SupervisorInstallPath(const SandboxInfo& info, std::string_view bytes) {
+  return absl::StrCat(info.bin_dir, "/tether-supervisor-", kTetherVersion, "-", info.arch, "-",
+                      protocol::Sha256Hex(bytes).substr(0, 32));
+}
+
 boost::asio::awaitable<absl::StatusOr<std::string>> InstallSupervisor(Transport& transport,
                                                                       const SandboxInfo& info) {
   // One read per process: the binaries do not change under a running host.
   static std::map<std::string, std::string> cache;
   auto it = cache.find(info.arch);
   if (it == cache.end()) {
-    absl::StatusOr<std::string> path = FindSupervisorBinary(info.arch);
-    if (!path.ok()) co_return path.status();
-    absl::StatusOr<std::string> bytes = ReadAll(*path);
+    absl::StatusOr<std::string> bytes = SupervisorBytes(info.arch);
     if (!bytes.ok()) co_return bytes.status();
     it = cache.emplace(info.arch, *std::move(bytes)).first;
   }
-  const std::string& bytes = it->second;
-  const std::string name =
-      absl::StrCat("tether-supervisor-", kTetherVersion, "-", info.arch, "-",
-                   absl::Hex(protocol::Crc32c(bytes), absl::kZeroPad8), "-", bytes.size());
-  const std::string remote = absl::StrCat(info.bin_dir, "/", name);
-  absl::Status st = co_await transport.PutFile(remote, bytes, 0700);
+  const std::string remote = SupervisorInstallPath(info, it->second);
+  absl::Status st = co_await transport.PutFile(remote, it->second, 0700);
   if (!st.ok()) co_return st;
   co_return remote;
 }

@@ -16,6 +16,14 @@ namespace tether {
 // <dir of the running executable>/../libexec/tether, the install prefix.
 absl::StatusOr<std::string> FindSupervisorBinary(const std::string& arch);
 
+// The bytes of tether-supervisor-<arch>: from $TETHER_SUPERVISOR_DIR when it
+// is set, else the copy built into this library, else FindSupervisorBinary().
+absl::StatusOr<std::string> SupervisorBytes(const std::string& arch);
+
+// Where the supervisor with these bytes is installed inside a sandbox:
+// <bin_dir>/tether-supervisor-<version>-<arch>-<sha256 prefix>.
+std::string SupervisorInstallPath(const SandboxInfo& info, std::string_view bytes);
+
 // Installs the supervisor for info.arch into info.bin_dir; returns its path
 // inside the sandbox.
 boost::asio::awaitable<absl::StatusOr<std::string>> InstallSupervisor(Transport& transport,

@@ -23,6 +23,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "host/cli/stdio.h"
+#include "host/command_transport.h"
+#include "host/conformance.h"
 #include "host/local_transport.h"
 #include "host/process.h"
 
@@ -182,10 +184,26 @@ StartOptions ToStartOptions(const RunArgs& args) {
   return opts;
 }
 
-// Runs `body` on a fresh io_context with the local transport and returns its
+absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(asio::any_io_executor ex, const ProviderArgs& p) {
+  if (p.provider == "local") return MakeLocalTransport(std::move(ex));
+  CommandOptions o;
+  o.prefix = p.prefix;
+  o.arch = p.arch;
+  o.emulator = p.emulator;
+  if (::isatty(2)) {
+    // Long uploads (slow channels) show their progress.
+    o.upload_progress = [](std::size_t done, std::size_t total) {
+      std::fprintf(stderr, "\rtether: uploading the supervisor: %zu%%", total ? done * 100 / total : 100);
+      if (done == total) std::fputs("\r\033[K", stderr);
+    };
+  }
+  return MakeCommandTransport(std::move(ex), std::move(o));
+}
+
+// Runs `body` on a fresh io_context with the chosen transport and returns its
 // status. The loop ends when every handle has finished in the background
 // (exit acknowledgements delivered).
-int RunLoop(std::function<asio::awaitable<int>(Transport&)> body) {
+int RunLoop(const ProviderArgs& provider, std::function<asio::awaitable<int>(Transport&)> body) {
   ::signal(SIGPIPE, SIG_IGN);
   asio::io_context io(1);
   int exit_code = kExitTetherFailure;
@@ -193,7 +211,7 @@ int RunLoop(std::function<asio::awaitable<int>(Transport&)> body) {
       io,
       [&]() -> asio::awaitable<int> {
         absl::StatusOr<std::unique_ptr<Transport>> transport =
-            MakeLocalTransport(co_await asio::this_coro::executor);
+            MakeTransport(co_await asio::this_coro::executor, provider);
         if (!transport.ok()) {
           PrintError(transport.status());
           co_return kExitTetherFailure;
@@ -227,6 +245,78 @@ absl::StatusOr<int> ParseSignal(const std::string& s) { return SignalNumber(s); 
 
 }  // namespace
 
+absl::StatusOr<std::vector<std::string>> SplitWords(std::string_view line) {
+  std::vector<std::string> words;
+  std::string cur;
+  bool in_word = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) words.push_back(std::move(cur));
+      cur.clear();
+      in_word = false;
+    } else if (c == '\'') {
+      const std::size_t end = line.find('\'', i + 1);
+      if (end == std::string_view::npos) return absl::InvalidArgumentError("unterminated ' in --prefix");
+      cur.append(line.substr(i + 1, end - i - 1));
+      i = end;
+      in_word = true;
+    } else if (c == '"') {
+      ++i;
+      for (; i < line.size() && line[i] != '"'; ++i) {
+        if (line[i] == '\\' && i + 1 < line.size()) ++i;
+        cur.push_back(line[i]);
+      }
+      if (i >= line.size()) return absl::InvalidArgumentError("unterminated \" in --prefix");
+      in_word = true;
+    } else if (c == '\\' && i + 1 < line.size()) {
+      cur.push_back(line[++i]);
+      in_word = true;
+    } else {
+      cur.push_back(c);
+      in_word = true;
+    }
+  }
+  if (in_word) words.push_back(std::move(cur));
+  return words;
+}
+
+absl::StatusOr<bool> ParseProviderOption(const std::vector<std::string>& args, std::size_t* i,
+                                         ProviderArgs* out) {
+  const std::string& a = args[*i];
+  if (a != "--provider" && a != "--prefix" && a != "--arch" && a != "--emulator") return false;
+  if (*i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
+  const std::string& v = args[++*i];
+  if (a == "--provider") {
+    if (v != "local" && v != "command") {
+      return absl::InvalidArgumentError(absl::StrCat("unknown provider '", v, "' (available: local, command)"));
+    }
+    out->provider = v;
+  } else if (a == "--prefix") {
+    absl::StatusOr<std::vector<std::string>> words = SplitWords(v);
+    if (!words.ok()) return words.status();
+    out->prefix = *std::move(words);
+  } else if (a == "--arch") {
+    out->arch = v;
+  } else {
+    out->emulator = v;
+  }
+  return true;
+}
+
+absl::Status CheckProviderArgs(const ProviderArgs& p) {
+  if (p.provider == "command" && p.prefix.empty()) {
+    return absl::InvalidArgumentError("--provider command needs --prefix 'CMD...' (e.g. 'ssh -T host')");
+  }
+  if (p.provider == "local" && (!p.prefix.empty() || !p.arch.empty() || !p.emulator.empty())) {
+    return absl::InvalidArgumentError("--prefix, --arch and --emulator are for --provider command");
+  }
+  if (!p.arch.empty() && p.arch != "x86_64" && p.arch != "aarch64") {
+    return absl::InvalidArgumentError(absl::StrCat("--arch must be x86_64 or aarch64, not '", p.arch, "'"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
   RunArgs r;
   std::size_t i = 0;
@@ -240,14 +330,10 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
       ++i;
       break;
     }
-    if (a == "--provider") {
-      absl::StatusOr<std::string> v = value(a);
-      if (!v.ok()) return v.status();
-      if (*v != "local") {
-        return absl::InvalidArgumentError(absl::StrCat("unknown provider '", *v, "' (available: local)"));
-      }
-      r.provider = *v;
-    } else if (a == "--cwd") {
+    absl::StatusOr<bool> provider = ParseProviderOption(args, &i, &r.provider);
+    if (!provider.ok()) return provider.status();
+    if (*provider) {
+      continue;    } else if (a == "--cwd") {
       absl::StatusOr<std::string> v = value(a);
       if (!v.ok()) return v.status();
       r.cwd = *v;
@@ -282,11 +368,12 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
   r.argv.assign(args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())), args.end());
   if (r.argv.empty()) return absl::InvalidArgumentError("no command given after --");
   if ((r.cols || r.rows) && !r.pty) return absl::InvalidArgumentError("--cols and --rows need --pty");
+  if (absl::Status st = CheckProviderArgs(r.provider); !st.ok()) return st;
   return r;
 }
 
 int RunCommand(const RunArgs& args) {
-  return RunLoop([&](Transport& t) -> asio::awaitable<int> {
+  return RunLoop(args.provider, [&](Transport& t) -> asio::awaitable<int> {
     absl::StatusOr<std::unique_ptr<Process>> p = co_await Process::Start(t, ToStartOptions(args));
     if (!p.ok()) {
       PrintError(p.status());
@@ -297,7 +384,7 @@ int RunCommand(const RunArgs& args) {
 }
 
 int StartCommand(const RunArgs& args) {
-  return RunLoop([&](Transport& t) -> asio::awaitable<int> {
+  return RunLoop(args.provider, [&](Transport& t) -> asio::awaitable<int> {
     absl::StatusOr<std::unique_ptr<Process>> p = co_await Process::Start(t, ToStartOptions(args));
     if (!p.ok()) {
       PrintError(p.status());
@@ -314,7 +401,23 @@ int StartCommand(const RunArgs& args) {
   });
 }
 
-int ReferenceCommand(const std::string& command, const std::vector<std::string>& args) {
+int ReferenceCommand(const std::string& command, const std::vector<std::string>& all_args) {
+  ProviderArgs provider;
+  std::size_t first = 0;
+  while (first < all_args.size()) {
+    absl::StatusOr<bool> p = ParseProviderOption(all_args, &first, &provider);
+    if (!p.ok()) {
+      std::fprintf(stderr, "tether %s: %s\n%s", command.c_str(), std::string(p.status().message()).c_str(), kUsage);
+      return kExitUsage;
+    }
+    if (!*p) break;
+    ++first;
+  }
+  if (absl::Status st = CheckProviderArgs(provider); !st.ok()) {
+    std::fprintf(stderr, "tether %s: %s\n%s", command.c_str(), std::string(st.message()).c_str(), kUsage);
+    return kExitUsage;
+  }
+  const std::vector<std::string> args(all_args.begin() + static_cast<std::ptrdiff_t>(first), all_args.end());
   const std::size_t want = command == "signal" ? 2 : 1;
   const bool kill = command == "kill";
   unsigned grace_ms = kDefaultKillGraceMs;
@@ -342,7 +445,7 @@ int ReferenceCommand(const std::string& command, const std::vector<std::string>&
     PrintError(ref.status());
     return kExitUsage;
   }
-  return RunLoop([&](Transport& t) -> asio::awaitable<int> {
+  return RunLoop(provider, [&](Transport& t) -> asio::awaitable<int> {
     absl::StatusOr<std::unique_ptr<Process>> p = co_await Process::Reopen(t, *ref);
     if (!p.ok()) {
       PrintError(p.status());
@@ -384,6 +487,55 @@ int ReferenceCommand(const std::string& command, const std::vector<std::string>&
     }
     co_await proc.Disconnect();
     co_return code;
+  });
+}
+
+}  // namespace tether::cli
+
+namespace tether::cli {
+
+int ConformanceCommand(const std::vector<std::string>& args) {
+  ProviderArgs provider;
+  ConformanceOptions options;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    absl::StatusOr<bool> p = ParseProviderOption(args, &i, &provider);
+    if (!p.ok()) {
+      std::fprintf(stderr, "tether conformance: %s\n%s", std::string(p.status().message()).c_str(), kUsage);
+      return kExitUsage;
+    }
+    if (*p) continue;
+    if (args[i] == "--only" && i + 1 < args.size()) {
+      options.only = args[++i];
+      continue;
+    }
+    std::fprintf(stderr, "tether conformance: unknown argument '%s'\n%s", args[i].c_str(), kUsage);
+    return kExitUsage;
+  }
+  if (absl::Status st = CheckProviderArgs(provider); !st.ok()) {
+    std::fprintf(stderr, "tether conformance: %s\n%s", std::string(st.message()).c_str(), kUsage);
+    return kExitUsage;
+  }
+  std::printf("%-32s %-8s %-12s %8s  %s\n", "case", "needs", "result", "seconds", "detail");
+  std::fflush(stdout);
+  options.on_result = [](const ConformanceResult& r) {
+    const char* outcome = r.outcome == ConformanceResult::Outcome::kPass        ? "pass"
+                          : r.outcome == ConformanceResult::Outcome::kUnsupported ? "unsupported"
+                                                                                  : "FAIL";
+    std::printf("%-32s %-8s %-12s %8.2f  %s\n", r.name.c_str(), r.capability.c_str(), outcome, r.seconds,
+                r.detail.c_str());
+    std::fflush(stdout);
+  };
+  return RunLoop(provider, [&](Transport& t) -> asio::awaitable<int> {
+    std::vector<ConformanceResult> results = co_await RunConformance(t, options);
+    int pass = 0, fail = 0, unsupported = 0;
+    for (const ConformanceResult& r : results) {
+      if (r.outcome == ConformanceResult::Outcome::kPass) ++pass;
+      if (r.outcome == ConformanceResult::Outcome::kFail) ++fail;
+      if (r.outcome == ConformanceResult::Outcome::kUnsupported) ++unsupported;
+    }
+    std::printf("%s %s: %d passed, %d failed, %d unsupported\n", std::string(t.name()).c_str(),
+                t.sandbox_id().c_str(), pass, fail, unsupported);
+    co_return fail == 0 && !results.empty() ? 0 : 1;
   });
 }
 

@@ -18,8 +18,27 @@ inline constexpr int kExitTetherFailure = 125;  // tether could not do its part
 inline constexpr int kExitCannotExecute = 126;
 inline constexpr int kExitNotFound = 127;
 
-struct RunArgs {
+// Which sandbox: the local provider, or the command provider through a
+// native channel command (see host/command_transport.h).
+struct ProviderArgs {
   std::string provider = "local";
+  std::vector<std::string> prefix;  // --prefix 'ssh -T host' (split like a shell)
+  std::string arch, emulator;       // --arch, --emulator
+};
+
+// Consumes a provider option at args[*i] (advancing *i past its value).
+// False when args[*i] is not one; kInvalidArgument for a bad one.
+absl::StatusOr<bool> ParseProviderOption(const std::vector<std::string>& args, std::size_t* i,
+                                         ProviderArgs* out);
+// Checks a complete set of provider options.
+absl::Status CheckProviderArgs(const ProviderArgs& p);
+
+// Splits a command line into words: whitespace separates, '...' and "..."
+// quote, backslash escapes (outside single quotes).
+absl::StatusOr<std::vector<std::string>> SplitWords(std::string_view line);
+
+struct RunArgs {
+  ProviderArgs provider;
   std::string cwd;
   std::vector<std::pair<std::string, std::string>> env;
   bool stdin_pipe = true;
@@ -35,12 +54,15 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args);
 int RunCommand(const RunArgs& args);
 int StartCommand(const RunArgs& args);
 // attach REF | status REF | signal REF SIG | kill REF [--grace MS] | wait REF
+// (provider options may come first)
 int ReferenceCommand(const std::string& command, const std::vector<std::string>& args);
+// conformance [provider options] [--only SUBSTRING]
+int ConformanceCommand(const std::vector<std::string>& args);
 
 inline constexpr char kUsage[] =
     "usage: tether <command> [options]\n"
     "\n"
-    "  run   [--provider local] [--cwd DIR] [--env NAME=VALUE]... [--no-stdin]\n"
+    "  run   [PROVIDER] [--cwd DIR] [--env NAME=VALUE]... [--no-stdin]\n"
     "        [--pty [--cols N] [--rows N]] -- ARGV...\n"
     "        run ARGV in the sandbox; stdin, stdout and stderr are forwarded byte\n"
     "        for byte, SIGINT/SIGTERM/SIGHUP go to the child's process group, and\n"
@@ -55,6 +77,18 @@ inline constexpr char kUsage[] =
     "  status REF          print running, exited CODE|signal SIG, or unknown\n"
     "  signal REF SIGNAL   send SIGNAL (name like TERM or SIGTERM, or number)\n"
     "  kill REF [--grace MS]  SIGTERM, then SIGKILL after MS (default 5000)\n"
-    "  version             print the tether and protocol versions\n";
+    "  conformance [PROVIDER] [--only TEXT]\n"
+    "        run the conformance cases against the provider; prints a table of\n"
+    "        pass / fail / unsupported and exits 1 on any failure\n"
+    "  version             print the tether and protocol versions\n"
+    "\n"
+    "PROVIDER (before REF for the reference commands):\n"
+    "  --provider local    this machine, a private directory (the default)\n"
+    "  --provider command --prefix 'CMD...'\n"
+    "        any command that runs a shell command line inside the sandbox with\n"
+    "        stdio connected, e.g. 'ssh -T host', 'docker exec -i CTR sh -c',\n"
+    "        'kubectl exec -i POD -- sh -c'\n"
+    "  --arch x86_64|aarch64 --emulator PROG   (command) skip detection and run\n"
+    "        the supervisor under PROG, e.g. qemu-aarch64\n";
 
 }  // namespace tether::cli

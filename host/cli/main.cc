@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   if (cmd == "attach" || cmd == "wait" || cmd == "status" || cmd == "signal" || cmd == "kill") {
     return cli::ReferenceCommand(cmd, rest);
   }
+  if (cmd == "conformance") return cli::ConformanceCommand(rest);
   std::fprintf(stderr, "tether: unknown command '%s'\n%s", cmd.c_str(), cli::kUsage);
   return cli::kExitUsage;
 }

@@ -1,0 +1,154 @@
+#include "host/internal/spawn.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+extern char** environ;
+
+namespace tether::internal {
+namespace {
+
+namespace asio = boost::asio;
+constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
+constexpr std::size_t kDiagnosticsBytes = 4096;
+
+absl::Status ErrnoStatus(const std::string& what, int err) {
+  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(err)));
+}
+
+class LocalChannel final : public Channel {
+ public:
+  // `stdio` is our end of a socketpair that is the command's stdin and
+  // stdout: a socket, so that writing after the command died is an error
+  // (MSG_NOSIGNAL), never a SIGPIPE in the embedding application.
+  LocalChannel(asio::any_io_executor ex, pid_t pid, int stdio, int err)
+      : pid_(pid), io_(ex, asio::local::stream_protocol(), stdio),
+        err_(std::make_shared<Stderr>(ex, err)) {
+    asio::co_spawn(ex, DrainStderr(err_), asio::detached);
+  }
+  ~LocalChannel() override { Close(); }
+
+  asio::awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
+    if (!io_.is_open()) co_return absl::UnavailableError("channel closed");
+    auto [ec, n] = co_await io_.async_read_some(asio::buffer(buf.data(), buf.size()), kNoThrow);
+    if (ec == asio::error::eof) co_return std::size_t{0};
+    if (ec) co_return absl::UnavailableError(absl::StrCat("local channel read: ", ec.message()));
+    co_return n;
+  }
+
+  asio::awaitable<absl::Status> Write(std::string_view bytes) override {
+    if (!io_.is_open() || write_closed_) co_return absl::UnavailableError("channel input closed");
+    auto [ec, n] = co_await asio::async_write(io_, asio::buffer(bytes.data(), bytes.size()), kNoThrow);
+    if (ec) co_return absl::UnavailableError(absl::StrCat("local channel write: ", ec.message()));
+    co_return absl::OkStatus();
+  }
+
+  void CloseWrite() override {
+    boost::system::error_code ec;
+    io_.shutdown(asio::local::stream_protocol::socket::shutdown_send, ec);
+    write_closed_ = true;
+  }
+
+  void Close() override {
+    boost::system::error_code ec;
+    io_.close(ec);
+    err_->fd.close(ec);
+    if (pid_ > 0) {
+      int st;
+      if (::waitpid(pid_, &st, WNOHANG) == 0) {
+        // The bridge holds no state; the daemon it relays for is unaffected.
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &st, 0);
+      }
+      pid_ = -1;
+    }
+  }
+
+  std::string Diagnostics() const override { return err_->diag; }
+
+ private:
+  // Shared with the draining coroutine, which may outlive the channel.
+  struct Stderr {
+    Stderr(asio::any_io_executor ex, int fd) : fd(std::move(ex), fd) {}
+    asio::posix::stream_descriptor fd;
+    std::string diag;  // the last kDiagnosticsBytes
+  };
+
+  static asio::awaitable<void> DrainStderr(std::shared_ptr<Stderr> s) {
+    char buf[1024];
+    while (s->fd.is_open()) {
+      auto [ec, n] = co_await s->fd.async_read_some(asio::buffer(buf), kNoThrow);
+      if (ec) break;
+      s->diag.append(buf, n);
+      if (s->diag.size() > kDiagnosticsBytes) s->diag.erase(0, s->diag.size() - kDiagnosticsBytes);
+    }
+  }
+
+  pid_t pid_;
+  asio::local::stream_protocol::socket io_;
+  bool write_closed_ = false;
+  std::shared_ptr<Stderr> err_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Channel>> SpawnChannel(const asio::any_io_executor& ex,
+                                                    const std::vector<std::string>& argv,
+                                                    const std::string& cwd) {
+  if (argv.empty()) return absl::InvalidArgumentError("exec: empty argv");
+  int io[2], err[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, io) != 0) return ErrnoStatus("socketpair", errno);
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    ::close(io[0]), ::close(io[1]);
+    return ErrnoStatus("pipe", errno);
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, io[1], 0);
+  posix_spawn_file_actions_adddup2(&fa, io[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  // Its own process group: a terminal's Ctrl-C (a signal to our whole
+  // group) is for us to forward to the child, not for the channel.
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = ::posix_spawnp(&pid, args[0], &fa, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  ::close(io[1]);
+  ::close(err[1]);
+  if (rc != 0) {
+    ::close(io[0]), ::close(err[0]);
+    return ErrnoStatus(absl::StrCat("exec ", argv[0]), rc);
+  }
+  return std::make_unique<LocalChannel>(ex, pid, io[0], err[0]);
+}
+
+}  // namespace tether::internal

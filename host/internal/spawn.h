@@ -1,0 +1,24 @@
+// Runs a command on this machine as a Channel: its stdin and stdout are one
+// end of a socketpair, its stderr is kept for diagnostics. The local provider
+// runs the supervisor this way; the command provider runs its native channel
+// command (ssh, kubectl exec, ...) this way.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "host/transport.h"
+
+namespace tether::internal {
+
+// argv[0] is looked up in PATH when it has no slash. The command gets its own
+// process group (a terminal's Ctrl-C is for the application to forward), a
+// clean signal mask and default dispositions, and runs in `cwd` if set.
+absl::StatusOr<std::unique_ptr<Channel>> SpawnChannel(const boost::asio::any_io_executor& ex,
+                                                      const std::vector<std::string>& argv,
+                                                      const std::string& cwd);
+
+}  // namespace tether::internal

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Runs `tether conformance` against one real target, setting the target up
+# first and tearing it down after:
+#
+#   run_target.sh TETHER TARGET
+#
+#   local     the built-in local provider, in a scratch directory
+#   command   the command provider through plain `sh -c` on this machine
+#   ssh       the command provider through OpenSSH: an sshd on 127.0.0.1 with
+#             a throwaway host key and user key, started here
+#   unshare   the command provider into an isolated sandbox: its own user,
+#             mount (private /tmp), pid and network namespaces, entered with
+#             nsenter
+#   qemu      the aarch64 supervisor under qemu-aarch64 (user-mode emulation)
+#
+# Exits with the conformance run's status; 77 (skipped) when this machine
+# cannot make the target (e.g. user namespaces disabled).
+set -euo pipefail
+
+tether=$1
+target=$2
+work=$(mktemp -d /tmp/tether-conformance-XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+skip() { echo "skipped: $*"; exit 77; }
+
+case $target in
+  local)
+    TETHER_LOCAL_ROOT=$work/local exec "$tether" conformance --provider local
+    ;;
+  command)
+    TMPDIR=$work exec "$tether" conformance --provider command --prefix 'sh -c'
+    ;;
+  qemu)
+    command -v qemu-aarch64 >/dev/null || skip "no qemu-aarch64"
+    TMPDIR=$work "$tether" conformance --provider command --prefix 'sh -c' \
+      --arch aarch64 --emulator qemu-aarch64
+    ;;
+  ssh)
+    sshd=$(command -v sshd || echo /usr/sbin/sshd)
+    [[ -x $sshd ]] || skip "no sshd"
+    ssh-keygen -q -t ed25519 -N '' -f "$work/host_key"
+    ssh-keygen -q -t ed25519 -N '' -f "$work/user_key"
+    cp "$work/user_key.pub" "$work/authorized_keys"
+    chmod 600 "$work/authorized_keys"
+    [[ $(id -u) -ne 0 ]] || mkdir -p /run/sshd  # privilege separation directory
+    port=
+    for _ in $(seq 1 20); do
+      candidate=$((20000 + RANDOM % 40000))
+      if ! (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then port=$candidate; break; fi
+    done
+    [[ -n $port ]] || skip "no free port"
+    cat > "$work/sshd_config" <<EOF
+Port $port
+ListenAddress 127.0.0.1
+HostKey $work/host_key
+PidFile $work/sshd.pid
+AuthorizedKeysFile $work/authorized_keys
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PubkeyAuthentication yes
+UsePAM no
+PermitRootLogin prohibit-password
+StrictModes no
+LogLevel ERROR
+EOF
+    "$sshd" -f "$work/sshd_config" -D -e >/dev/null 2>"$work/sshd.log" &
+    pids+=($!)
+    ssh_cmd="ssh -T -F /dev/null -i $work/user_key -p $port -o BatchMode=yes \
+-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
+-o ControlMaster=auto -o ControlPath=$work/cm-%C -o ControlPersist=120 $(id -un)@127.0.0.1"
+    for _ in $(seq 1 50); do
+      $ssh_cmd true 2>/dev/null && break
+      sleep 0.1
+    done
+    $ssh_cmd true || { cat "$work/sshd.log"; exit 1; }
+    status=0
+    "$tether" conformance --provider command --prefix "$ssh_cmd" || status=$?
+    $ssh_cmd -O exit 2>/dev/null || true
+    exit $status
+    ;;
+  unshare)
+    command -v unshare >/dev/null && command -v nsenter >/dev/null || skip "no unshare/nsenter"
+    # The sandbox's init: a private /tmp, then sleep as pid 1 of its own pid
+    # namespace. Killing it ends everything inside.
+    unshare --user --map-root-user --mount --pid --net --fork --mount-proc \
+      sh -c 'mount -t tmpfs -o mode=1777 tmpfs /tmp && exec sleep 100000' >/dev/null 2>"$work/unshare.log" &
+    pids+=($!)
+    init=
+    for _ in $(seq 1 50); do
+      init=$(pgrep -P "${pids[0]}" -x sleep || true)
+      [[ -n $init ]] && break
+      sleep 0.1
+    done
+    [[ -n $init ]] || skip "cannot make user namespaces here: $(cat "$work/unshare.log")"
+    prefix="nsenter -t $init -U -m -p -n --preserve-credentials sh -c"
+    # The host cannot see the sandbox's /tmp: check that it is private.
+    marker=tether-unshare-$$
+    $prefix "touch /tmp/$marker"
+    [[ ! -e /tmp/$marker ]] || { echo "the sandbox's /tmp is not private"; exit 1; }
+    status=0
+    "$tether" conformance --provider command --prefix "$prefix" || status=$?
+    exit $status
+    ;;
+  *)
+    echo "unknown target '$target'" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,214 @@
+// The command provider through `sh -c` on this machine (a "sandbox" whose
+// native channel is a shell): arch detection, the private directory, the
+// sha256-checked content-addressed upload and its reuse, exact argv quoting,
+// and the supervisors embedded in the library.
+#include "host/command_transport.h"
+
+#include <doctest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "host/errors.h"
+#include "host/process.h"
+#include "host/supervisor_binary.h"
+
+namespace tether {
+namespace {
+
+namespace asio = boost::asio;
+using asio::awaitable;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// A scratch TMPDIR for the "sandbox", and a log of every command line the
+// transport runs through its channel.
+struct Scratch {
+  Scratch() {
+    char tmpl[] = "/tmp/tether-command-test-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    dir = tmpl;
+    log = dir + "/commands.log";
+  }
+  ~Scratch() { std::filesystem::remove_all(dir); }
+  // sh -c 'log "$1"; run it' tether LINE, with TMPDIR pointing here.
+  std::vector<std::string> Prefix(const std::string& filter = "") const {
+    return {"sh", "-c",
+            absl::StrCat("printf '%s\\n' \"$1\" >> '", log, "'; export TMPDIR='", dir, "'; ",
+                         filter.empty() ? "exec sh -c \"$1\"" : filter),
+            "tether-test"};
+  }
+  std::string Log() const { return ReadFile(log); }
+  void ClearLog() const { std::filesystem::remove(log); }
+  std::string dir, log;
+};
+
+template <typename Body>
+void RunWith(const std::vector<std::string>& prefix, Body body) {
+  asio::io_context io;
+  CommandOptions o;
+  o.prefix = prefix;
+  auto t = MakeCommandTransport(io.get_executor(), o);
+  REQUIRE(t.ok());
+  bool done = false;
+  asio::co_spawn(io, body(**t), [&](std::exception_ptr e) {
+    done = true;
+    if (e) std::rethrow_exception(e);
+  });
+  io.run();
+  CHECK(done);
+}
+
+awaitable<std::string> RunToEnd(Transport& t, std::vector<std::string> argv) {
+  StartOptions o;
+  o.argv = std::move(argv);
+  o.output_mode = OutputMode::kStream;
+  o.output_format = OutputFormat::kBytes;
+  auto p = co_await Process::Start(t, o);
+  REQUIRE(p.ok());
+  std::string out;
+  while (true) {
+    auto c = co_await (*p)->Read();
+    REQUIRE(c.ok());
+    if (!*c) break;
+    out += (*c)->bytes;
+  }
+  CHECK((co_await (*p)->Wait())->code == 0);
+  co_return out;
+}
+
+std::vector<std::string> PrintArgs() {
+  return {"sh", "-c", "printf '[%s]' \"$@\"", "sh", "it's", "a \"b\" $HOME `x` \\ \n\t", "", "*"};
+}
+
+TEST_CASE("the command provider detects the architecture and makes a private directory") {
+  Scratch s;
+  RunWith(s.Prefix(), [&](Transport& t) -> awaitable<void> {
+    absl::StatusOr<SandboxInfo> info = co_await t.Probe();
+    REQUIRE(info.ok());
+    struct utsname u;
+    ::uname(&u);
+    CHECK(info->arch == u.machine);
+    CHECK(info->state_root == absl::StrCat(s.dir, "/tether-", ::getuid(), "/run"));
+    struct stat st;
+    REQUIRE(::lstat(info->state_root.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0700);
+    CHECK(t.name() == "command");
+  });
+}
+
+TEST_CASE("a symlink at the private directory's place is refused, not followed") {
+  Scratch s;
+  std::filesystem::create_directory(s.dir + "/elsewhere");
+  std::filesystem::create_directory_symlink(s.dir + "/elsewhere", absl::StrCat(s.dir, "/tether-", ::getuid()));
+  RunWith(s.Prefix(), [&](Transport& t) -> awaitable<void> {
+    absl::StatusOr<SandboxInfo> info = co_await t.Probe();
+    CHECK(!info.ok());
+    CHECK(absl::StrContains(info.status().message(), "symlink"));
+  });
+  CHECK(std::filesystem::is_empty(s.dir + "/elsewhere"));
+}
+
+TEST_CASE("argv reaches the sandbox exactly through the shell command line") {
+  Scratch s;
+  RunWith(s.Prefix(), [&](Transport& t) -> awaitable<void> {
+    const std::string out = co_await RunToEnd(t, PrintArgs());
+    CHECK(out == "[it's][a \"b\" $HOME `x` \\ \n\t][][*]");
+  });
+}
+
+TEST_CASE("the supervisor is uploaded once, verified, and reused by later starts") {
+  Scratch s;
+  RunWith(s.Prefix(), [&](Transport& t) -> awaitable<void> {
+    co_await RunToEnd(t, PrintArgs());
+    CHECK(absl::StrContains(s.Log(), "head -c"));  // uploaded
+    s.ClearLog();
+    co_await RunToEnd(t, PrintArgs());
+    CHECK(!absl::StrContains(s.Log(), "head -c"));  // same transport: not even checked
+    CHECK(!absl::StrContains(s.Log(), "tether-have"));
+  });
+  s.ClearLog();
+  RunWith(s.Prefix(), [&](Transport& t) -> awaitable<void> {
+    co_await RunToEnd(t, PrintArgs());
+    CHECK(!absl::StrContains(s.Log(), "head -c"));  // a new host finds it in place
+    CHECK(absl::StrContains(s.Log(), "tether-have"));
+    // Installed under its content's name, 0700, nothing temporary left.
+    absl::StatusOr<SandboxInfo> info = co_await t.Probe();
+    REQUIRE(info.ok());
+    absl::StatusOr<std::string> bytes = SupervisorBytes(info->arch);
+    REQUIRE(bytes.ok());
+    const std::string path = SupervisorInstallPath(*info, *bytes);
+    CHECK(ReadFile(path) == *bytes);
+    struct stat st;
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0700);
+    std::size_t files = 0;
+    for (const auto& e : std::filesystem::directory_iterator(info->bin_dir)) {
+      (void)e;
+      ++files;
+    }
+    CHECK(files == 1);
+  });
+}
+
+TEST_CASE("an upload corrupted on the way fails its sha256 check and installs nothing") {
+  Scratch s;
+  // The channel flips every zero byte of the upload (and only of it).
+  const std::string filter =
+      "case \"$1\" in *'head -c'*) tr '\\000' '\\001' | sh -c \"$1\";; *) exec sh -c \"$1\";; esac";
+  RunWith(s.Prefix(filter), [&](Transport& t) -> awaitable<void> {
+    StartOptions o;
+    o.argv = {"true"};
+    auto p = co_await Process::Start(t, o);
+    REQUIRE(!p.ok());
+    CHECK(ErrorCodeOf(p.status()) == ErrorCode::kProtocol);
+    CHECK(absl::StrContains(p.status().message(), "sha256"));
+    absl::StatusOr<SandboxInfo> info = co_await t.Probe();
+    REQUIRE(info.ok());
+    CHECK(std::filesystem::is_empty(info->bin_dir));  // no partial or temporary file
+  });
+}
+
+TEST_CASE("the library carries both supervisors; TETHER_SUPERVISOR_DIR overrides them") {
+  const char* dir = std::getenv("TETHER_SUPERVISOR_DIR");
+  REQUIRE(dir != nullptr);
+  const std::string saved = dir;
+  ::unsetenv("TETHER_SUPERVISOR_DIR");
+  for (const char* arch : {"x86_64", "aarch64"}) {
+    absl::StatusOr<std::string> embedded = SupervisorBytes(arch);
+    REQUIRE(embedded.ok());
+    CHECK(embedded->size() > 100000);
+    CHECK(embedded->substr(0, 4) == "\x7f" "ELF");
+  }
+  CHECK(ErrorCodeOf(SupervisorBytes("riscv64").status()) == ErrorCode::kUnsupported);
+  ::setenv("TETHER_SUPERVISOR_DIR", saved.c_str(), 1);
+}
+
+TEST_CASE("the command provider refuses a bad configuration") {
+  asio::io_context io;
+  CHECK(ErrorCodeOf(MakeCommandTransport(io.get_executor(), CommandOptions{}).status()) ==
+        ErrorCode::kInvalidArgument);
+  CommandOptions o;
+  o.prefix = {"sh", "-c"};
+  o.arch = "mips";
+  CHECK(ErrorCodeOf(MakeCommandTransport(io.get_executor(), o).status()) == ErrorCode::kInvalidArgument);
+  CHECK(ShellQuote("a'b") == "'a'\\''b'");
+}
+
+}  // namespace
+}  // namespace tether

@@ -82,6 +82,7 @@ string(APPEND _asm "  .section .note.GNU-stack,\"\",@progbits\n")
 set(_emb "${CMAKE_BINARY_DIR}/host/embedded_supervisors.S")
 file(CONFIGURE OUTPUT "${_emb}" CONTENT "${_asm}" @ONLY)
 target_sources(tether_host PRIVATE "${_emb}")
-set_source_files_properties("${_emb}" PROPERTIES OBJECT_DEPENDS "${_tether_supervisor_bins}")
+set_source_files_properties("${_emb}" TARGET_DIRECTORY tether_host
+                            PROPERTIES OBJECT_DEPENDS "${_tether_supervisor_bins}")
 add_dependencies(tether_host tether_supervisors)
 target_compile_definitions(tether_host PRIVATE TETHER_EMBEDDED_SUPERVISORS=1)

@@ -31,6 +31,7 @@ class CommandTransport final : public Transport {
   }
 
   std::string_view name() const override { return "command"; }
+  TunnelMode tunnel() const override { return o_.tunnel; }
   std::string sandbox_id() const override { return o_.sandbox_id; }
   asio::any_io_executor executor() const override { return ex_; }
 

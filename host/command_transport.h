@@ -36,6 +36,9 @@ struct CommandOptions {
   // another architecture under user-mode emulation (qemu-aarch64).
   std::string arch;
   std::string emulator;  // prepended to every supervisor command line
+  // kText for a channel that carries only text lines: frames travel as
+  // armored lines, and a failed channel is reattached automatically.
+  TunnelMode tunnel = TunnelMode::kBinary;
   // Called as an upload proceeds (bytes sent, total).
   std::function<void(std::size_t, std::size_t)> upload_progress;
 };

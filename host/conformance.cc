@@ -162,6 +162,7 @@ std::string Seq(int n) {
 class DelayedTransport final : public Transport {
  public:
   DelayedTransport(Transport& inner, milliseconds delay) : inner_(inner), delay_(delay) {}
+  TunnelMode tunnel() const override { return inner_.tunnel(); }
   std::string_view name() const override { return inner_.name(); }
   std::string sandbox_id() const override { return inner_.sandbox_id(); }
   asio::any_io_executor executor() const override { return inner_.executor(); }

@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "host/errors.h"
+#include "host/internal/armored_channel.h"
 #include "host/internal/condition.h"
 #include "host/output_helpers.h"
 #include "host/reference.h"
@@ -157,6 +158,8 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   explicit State(const asio::any_io_executor& ex) : cond(ex), close_timer(ex), ping_timer(ex) {}
 
   absl::Status InputAllowed() const;
+  asio::awaitable<bool> Reconnect();
+  void ResendAfterReconnect(const wire::Welcome& welcome);
   asio::awaitable<absl::Status> AwaitInputTurn(std::size_t bytes, bool is_close);
   OutputChunk TakeBytes();
   std::optional<OutputChunk> DecodeCarry(int i, bool final);
@@ -220,8 +223,19 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   std::optional<absl::Status> terminate_result;
   std::shared_ptr<asio::steady_timer> terminate_deadline;
 
-  // Replies to StatusRequest, by request id (one entry per waiting caller).
+  // Replies to StatusRequest, by request id (one entry per waiting caller);
+  // a request re-sent after a reconnect answers under its first id.
   std::map<std::uint64_t, wire::ProcessState> status_replies;
+  std::map<std::uint64_t, std::uint64_t> status_alias;  // new request id -> first id
+  unsigned terminate_grace_ms = 0;
+
+  // Reconnecting: when the channel fails before the exit, attach again
+  // through a new bridge and continue where the acknowledged offsets stand.
+  Transport* transport = nullptr;
+  bool reconnect = false;
+  std::chrono::milliseconds reconnect_timeout{30000};
+  std::uint64_t reconnects = 0;
+  std::string stdin_unacked;  // bytes from stdin_acked to stdin_sent, for a resend
 
   void Fail(absl::Status st) {
     if (failed.ok()) failed = std::move(st);
@@ -334,6 +348,9 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   }
 
   absl::Status Handle(const wire::Envelope& env) {
+    if (env.generation() < session->generation()) {
+      return absl::OkStatus();  // replayed by a text channel from an earlier attachment
+    }
     if (env.generation() != session->generation()) {
       return absl::DataLossError(absl::StrCat("frame of generation ", env.generation(), " on attachment ",
                                               session->generation()));
@@ -347,6 +364,7 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
           return absl::DataLossError(absl::StrCat("stdin ack at ", a.offset(), ", but ", stdin_sent,
                                                   " bytes were sent and ", stdin_acked, " acked"));
         }
+        stdin_unacked.erase(0, static_cast<std::size_t>(a.offset() - stdin_acked));
         stdin_acked = a.offset();
         stdin_eof_acked = stdin_eof_acked || a.eof();
         stdin_closed_by_child = stdin_closed_by_child || a.closed_by_child();
@@ -369,11 +387,15 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
       case wire::Envelope::kOutputGap: {
         const wire::OutputGap& g = env.output_gap();
         const int i = StreamIndex(g.stream(), pty);
-        if (i < 0 || g.from() != received[i] || g.to() < g.from()) {
+        // (After a reconnect the supervisor resumes from our acknowledged
+        // offset, which may be behind what we already hold.)
+        if (i < 0 || g.from() < acked[i] || g.from() > received[i] || g.to() < g.from()) {
           return absl::DataLossError("output gap that does not start where our output ends");
         }
+        if (g.to() <= received[i]) return absl::OkStatus();  // nothing we lack
         // Bytes evicted while nobody was attached: lost, and said so.
-        received[i] = consumed[i] = acked[i] = g.to();
+        if (queue.empty() && carry[i].empty()) consumed[i] = g.to();
+        received[i] = acked[i] = std::max(acked[i], g.to());
         output_gap = true;
         return absl::OkStatus();
       }
@@ -382,6 +404,9 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
         if (env.error().code() == wire::ERROR_INPUT_CLOSED) stdin_closed_by_child = true;
         return absl::OkStatus();
       case wire::Envelope::kStatus:
+        if (auto a = status_alias.find(env.request_id()); a != status_alias.end()) {
+          if (auto it = status_replies.find(a->second); it != status_replies.end()) it->second = env.status();
+        }
         if (auto it = status_replies.find(env.request_id()); it != status_replies.end()) {
           it->second = env.status();
         }
@@ -433,7 +458,9 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
       absl::StatusOr<wire::Envelope> env = co_await session->Receive();
       if (!env.ok()) {
         // The channel ending after a confirmed exit is the normal end.
-        if (!exit) Fail(env.status());
+        if (exit) break;
+        if (reconnect && !disconnected && absl::IsUnavailable(env.status()) && co_await Reconnect()) continue;
+        Fail(env.status());
         break;
       }
       if (absl::Status st = Handle(*env); !st.ok()) {
@@ -449,6 +476,85 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
     cond.NotifyAll();
   }
 };
+
+namespace {
+asio::awaitable<absl::StatusOr<wire::Welcome>> Attach(Transport& transport, Process::State& state,
+                                                      std::vector<std::string> command,
+                                                      std::string first, wire::Hello hello);
+}  // namespace
+
+asio::awaitable<bool> Process::State::Reconnect() {
+  auto self = shared_from_this();
+  const auto deadline = std::chrono::steady_clock::now() + reconnect_timeout;
+  auto backoff = std::chrono::milliseconds(20);
+  absl::Status last;
+  while (std::chrono::steady_clock::now() < deadline && !disconnected && !exit) {
+    std::vector<std::string> command;
+    command.push_back(supervisor);
+    command.push_back("bridge");
+    if (transport->tunnel() == TunnelMode::kText) command.push_back("--text");
+    command.push_back(state_dir);
+    wire::Hello hello;
+    hello.set_secret(secret);
+    if (pty) {
+      hello.set_pty_offset(acked[0]);
+    } else {
+      hello.set_stdout_offset(acked[0]);
+    }
+    hello.set_stderr_offset(acked[1]);
+    hello.set_window_bytes(window);
+    absl::StatusOr<wire::Welcome> welcome =
+        co_await Attach(*transport, *this, std::move(command), std::string(), std::move(hello));
+    if (welcome.ok()) {
+      ++reconnects;
+      ResendAfterReconnect(*welcome);
+      cond.NotifyAll();
+      co_return true;
+    }
+    last = welcome.status();
+    if (absl::IsNotFound(last) || absl::IsUnauthenticated(last)) break;  // gone: nothing to reattach to
+    asio::steady_timer t(close_timer.get_executor(), backoff);
+    co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+  }
+  (void)last;
+  co_return false;
+}
+
+// The new attachment knows what the supervisor holds: send again what it
+// lacks (it drops what it already has, by offset and id).
+void Process::State::ResendAfterReconnect(const wire::Welcome& welcome) {
+  stdin_window = welcome.stdin_window_bytes();
+  const std::uint64_t have = std::max(welcome.state().stdin_received(), stdin_acked);
+  for (std::uint64_t off = have; off < stdin_sent;) {
+    const std::size_t from = static_cast<std::size_t>(off - stdin_acked);
+    const std::size_t n = std::min<std::size_t>(kMaxWriteBytes, stdin_unacked.size() - from);
+    if (n == 0) break;
+    wire::Envelope env;
+    env.mutable_stdin_data()->set_offset(off);
+    env.mutable_stdin_data()->set_data(stdin_unacked.substr(from, n));
+    session->Send(std::move(env));
+    off += n;
+  }
+  if (stdin_eof_sent && !welcome.state().stdin_eof_received()) {
+    wire::Envelope env;
+    env.mutable_stdin_eof()->set_offset(stdin_sent);
+    session->Send(std::move(env));
+  }
+  if (terminate_id && !terminate_result) {
+    wire::Envelope env;
+    env.mutable_terminate()->set_grace_ms(terminate_grace_ms);
+    terminate_id = session->Send(std::move(env));
+  }
+  for (auto& [id, reply] : status_replies) {
+    if (reply.phase() != wire::ProcessState::PHASE_UNSPECIFIED) continue;
+    wire::Envelope env;
+    env.mutable_status_request();
+    status_alias[session->Send(std::move(env))] = id;
+  }
+  // Credit as it stands (the Hello carried our acknowledged offsets).
+  SendAck(false);
+}
 
 Process::Process(std::shared_ptr<State> state) : state_(std::move(state)) {}
 
@@ -475,6 +581,7 @@ std::int32_t Process::pid() const { return state_->pid; }
 bool Process::output_gap() const { return state_->output_gap; }
 bool Process::has_pty() const { return state_->pty; }
 std::size_t Process::unread_bytes() const { return state_->queued_bytes; }
+std::uint64_t Process::reconnects() const { return state_->reconnects; }
 std::size_t Process::unread_chunks() const { return state_->queue.size(); }
 
 namespace {
@@ -486,6 +593,10 @@ asio::awaitable<absl::StatusOr<wire::Welcome>> Attach(Transport& transport, Proc
                                                       std::string first, wire::Hello hello) {
   absl::StatusOr<std::unique_ptr<Channel>> channel = co_await transport.Exec(std::move(command));
   if (!channel.ok()) co_return channel.status();
+  if (transport.tunnel() == TunnelMode::kText) {
+    // Frames as armored lines, also the Launch frame.
+    *channel = internal::MakeArmoredChannel(*std::move(channel));
+  }
   state.session = Session::Create(transport.executor(), *std::move(channel));
   if (!first.empty()) state.session->SendFrame(std::move(first));
   co_return co_await state.session->Handshake(std::move(hello));
@@ -564,6 +675,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   std::vector<std::string> command;
   command.push_back(*supervisor);
   command.push_back("launch");
+  if (transport.tunnel() == TunnelMode::kText) command.push_back("--text");
   wire::Hello hello;
   hello.set_secret(secret);
   // The credit is per stream; a pipe process has two streams.
@@ -632,6 +744,8 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   }
   state->pty = options.pty.has_value();
   state->stdin_pipe = options.stdin_pipe || state->pty;
+  state->transport = &transport;
+  state->reconnect = options.reconnect || transport.tunnel() == TunnelMode::kText;
   state->ping_interval = std::chrono::milliseconds((options.lease_ms ? options.lease_ms : kDefaultLeaseMs) / 3);
   if (absl::Status st = state->Begin(*welcome); !st.ok()) co_return st;
   co_return std::unique_ptr<Process>(new Process(std::move(state)));
@@ -669,6 +783,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
   std::vector<std::string> command;
   command.push_back(ref->supervisor);
   command.push_back("bridge");
+  if (transport.tunnel() == TunnelMode::kText) command.push_back("--text");
   command.push_back(ref->state_dir);
   wire::Hello hello;
   hello.set_secret(ref->secret);
@@ -694,6 +809,13 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
   state->stdin_sent = std::max(welcome->state().stdin_received(), state->stdin_acked);
   state->stdin_eof_sent = welcome->state().stdin_closed() || welcome->state().stdin_eof_received();
   state->stdin_eof_acked = welcome->state().stdin_closed();
+  state->transport = &transport;
+  state->reconnect = transport.tunnel() == TunnelMode::kText;
+  if (state->stdin_sent > state->stdin_acked) {
+    // Bytes the supervisor holds but has not written: we cannot resend them
+    // after a reconnect, and need not (it keeps them).
+    state->stdin_unacked.assign(static_cast<std::size_t>(state->stdin_sent - state->stdin_acked), '\0');
+  }
   if (absl::Status st = state->Begin(*welcome); !st.ok()) co_return st;
   co_return std::unique_ptr<Process>(new Process(std::move(state)));
 }
@@ -751,6 +873,7 @@ asio::awaitable<absl::Status> Process::Write(std::string_view bytes) {
   // The bytes are copied: the caller's buffer need not outlive the wait.
   std::string data(bytes);
   if (absl::Status st = co_await s.AwaitInputTurn(data.size(), false); !st.ok()) co_return st;
+  if (s.reconnect) s.stdin_unacked.append(data);  // for a resend after a reconnect
   wire::Envelope env;
   env.mutable_stdin_data()->set_offset(s.stdin_sent);
   env.mutable_stdin_data()->set_data(std::move(data));
@@ -789,7 +912,7 @@ OutputChunk Process::State::TakeBytes() {
     queue.pop_front();
   }
   queued_bytes -= c.bytes.size();
-  consumed[c.stream == StreamId::kStderr ? 1 : 0] += c.bytes.size();
+  consumed[c.stream == StreamId::kStderr ? 1 : 0] = c.offset + c.bytes.size();  // (a gap jumps)
   return c;
 }
 
@@ -895,6 +1018,7 @@ asio::awaitable<absl::Status> Process::Terminate(unsigned grace_ms) {
   if (!s.terminate_id) {
     wire::Envelope env;
     env.mutable_terminate()->set_grace_ms(grace_ms);
+    s.terminate_grace_ms = grace_ms;
     s.terminate_id = s.session->Send(std::move(env));
     // Only the first caller arms the deadline; the others share its outcome.
     auto state = state_;

@@ -117,6 +117,13 @@ struct StartOptions {
   // How long the supervisor keeps an unacknowledged exit record (and the
   // output nobody read) for a later reopen. 0: its default, 10 minutes.
   unsigned linger_ms = 0;
+  // When the native channel fails before the exit, attach again through a
+  // new bridge (backing off, for up to 30 s) and continue exactly where the
+  // acknowledged offsets stand: unacknowledged input is sent again (the
+  // supervisor drops what it already has), and a pending terminate or
+  // status request too. Always on for text tunnels. Off: a failed channel
+  // is UNAVAILABLE, and Reopen() is the way back.
+  bool reconnect = false;
   // Local limit on setup (install, launch, handshake). When it passes after
   // the launch was dispatched, Start leaves a cancellation marker so that a
   // delayed launch never starts the child, and fails with kUnknown
@@ -236,6 +243,8 @@ class Process {
   bool output_gap() const;
   // True when the process runs on a terminal (output is kPty).
   bool has_pty() const;
+  // How many times this handle reattached after its channel failed.
+  std::uint64_t reconnects() const;
   // Output received and not yet taken by Read(): at most output_window_bytes
   // and kMaxUnreadChunks.
   std::size_t unread_bytes() const;

@@ -1,5 +1,7 @@
 #include "host/session.h"
 
+#include <sys/random.h>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -35,7 +37,12 @@ std::shared_ptr<Session> Session::Create(asio::any_io_executor ex, std::unique_p
 }
 
 Session::Session(asio::any_io_executor ex, std::unique_ptr<Channel> channel)
-    : ex_(std::move(ex)), channel_(std::move(channel)), buf_(new char[kSessionReadBytes]) {}
+    : ex_(std::move(ex)), channel_(std::move(channel)), buf_(new char[kSessionReadBytes]) {
+  // Request ids start at a random point, so that replies an earlier
+  // session's channel replays (text channels do) never match ours.
+  std::uint64_t r = 0;
+  if (::getrandom(&r, sizeof r, 0) == sizeof r) next_request_id_ = (r >> 2) + 1;
+}
 
 Session::~Session() { channel_->Close(); }
 
@@ -78,13 +85,21 @@ asio::awaitable<absl::StatusOr<wire::Welcome>> Session::Handshake(wire::Hello he
   hello.set_max_version(kProtocolVersion);
   wire::Envelope env;
   *env.mutable_hello() = std::move(hello);
-  Send(std::move(env));
-  absl::StatusOr<wire::Envelope> reply = co_await Receive();
-  if (!reply.ok()) co_return reply.status();
-  if (reply->has_error()) co_return StatusFromWireError(reply->error());
-  if (!reply->has_welcome()) {
-    co_return absl::DataLossError(absl::StrCat("handshake: expected welcome, got ",
-                                               std::string(protocol::BodyName(*reply))));
+  const std::uint64_t id = Send(std::move(env));
+  absl::StatusOr<wire::Envelope> reply;
+  while (true) {
+    reply = co_await Receive();
+    if (!reply.ok()) co_return reply.status();
+    // Errors from the launcher or bridge themselves carry no request id.
+    if (reply->has_error() && (reply->request_id() == id || reply->request_id() == 0)) {
+      co_return StatusFromWireError(reply->error());
+    }
+    if (reply->has_welcome() && reply->request_id() == id) break;
+    if (reply->request_id() == id) {
+      co_return absl::DataLossError(absl::StrCat("handshake: expected welcome, got ",
+                                                 std::string(protocol::BodyName(*reply))));
+    }
+    // Anything else is a replay of an earlier attachment's frames: skipped.
   }
   if (reply->welcome().generation() == 0) {
     co_return absl::DataLossError("handshake: welcome without a generation");

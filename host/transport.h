@@ -45,9 +45,16 @@ struct SandboxInfo {
   std::string bin_dir;     // where the supervisor binary is installed (absolute)
 };
 
+// How frames travel over the native channel (DESIGN.md, tunnel modes).
+enum class TunnelMode {
+  kBinary,  // exact bytes both ways
+  kText,    // text lines only: frames go as armored lines (protocol/armor.h)
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
+  virtual TunnelMode tunnel() const { return TunnelMode::kBinary; }
   virtual std::string_view name() const = 0;
   // Identifies the sandbox (for the local provider, its directory); saved in
   // process references so that one is never reopened in another sandbox.

@@ -151,6 +151,30 @@ std::string EncodeFrame(std::string_view payload, Compression compression) {
   return out;
 }
 
+absl::StatusOr<DecodeResult> FrameSplitter::Next(std::string_view* in, std::string* frame) {
+  if (!failed_.ok()) return failed_;
+  while (!in->empty()) {
+    const std::size_t take = std::min(in->size(), need_ - buf_.size());
+    buf_.append(in->data(), take);
+    in->remove_prefix(take);
+    if (buf_.size() < need_) break;
+    if (need_ == kFrameHeaderBytes) {
+      absl::StatusOr<Header> h = ParseHeaderBytes(reinterpret_cast<const unsigned char*>(buf_.data()));
+      if (!h.ok()) {
+        failed_ = h.status();
+        return failed_;
+      }
+      need_ = kFrameHeaderBytes + h->len;  // bounded by kMaxFrameBytes
+      if (h->len > 0) continue;
+    }
+    frame->swap(buf_);
+    buf_.clear();
+    need_ = kFrameHeaderBytes;
+    return DecodeResult::kFrame;
+  }
+  return DecodeResult::kNeedMore;
+}
+
 absl::Status FrameDecoder::ParseHeader() {
   ASSIGN_OR_RETURN(Header h, ParseHeaderBytes(header_));
   flags_ = h.flags;

@@ -90,6 +90,23 @@ class FrameDecoder {
   absl::Status failed_;
 };
 
+// Splits a byte stream into whole raw frames (header and payload, payload
+// not decoded), checking each header before buffering its body: for relays
+// that re-encode frames (the text armor in the bridge and the host). Stays
+// failed after an error, like FrameDecoder.
+class FrameSplitter {
+ public:
+  // Consumes bytes from *in until one frame is whole (kFrame, in *frame) or
+  // *in is empty (kNeedMore).
+  absl::StatusOr<DecodeResult> Next(std::string_view* in, std::string* frame);
+  bool idle() const { return buf_.empty(); }
+
+ private:
+  std::string buf_;   // the frame so far
+  std::size_t need_ = kFrameHeaderBytes;
+  absl::Status failed_;
+};
+
 // Decodes the header of a complete frame in `frame` and its payload; for
 // callers (armor, exchange) that already hold exactly one frame.
 absl::StatusOr<std::string> DecodeWholeFrame(std::string_view frame);

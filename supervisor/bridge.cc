@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "protocol/armor.h"
 #include "protocol/envelope.h"
 #include "supervisor/state_dir.h"
 
@@ -56,13 +57,35 @@ bool Transient(ssize_t n) { return n < 0 && (errno == EAGAIN || errno == EINTR);
 
 }  // namespace
 
-int RunBridge(int sock, std::string upstream) {
+void WriteFrameToHost(std::string_view frame, bool text) {
+  const std::string out = text ? protocol::ArmorLine(frame, protocol::ArmorDirection::kToHost) : std::string(frame);
+  for (std::size_t off = 0; off < out.size();) {
+    const ssize_t n = ::write(1, out.data() + off, out.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    off += static_cast<std::size_t>(n);
+  }
+}
+
+int RunBridge(int sock, std::string upstream, bool text) {
   ::signal(SIGPIPE, SIG_IGN);
   SetNonBlocking(0);
   SetNonBlocking(1);
   SetNonBlocking(sock);
   Pipe up, down;
-  up.buf = std::move(upstream);
+  // Text mode: armored lines in from the host, frames re-armored out to it.
+  protocol::ArmorDecoder armor_in(protocol::ArmorDirection::kToSupervisor);
+  protocol::FrameSplitter frames_out;
+  std::string scratch;
+  const auto decode_into_up = [&](std::string_view in) {
+    std::string frame;
+    while (armor_in.Decode(&in, &frame) == protocol::DecodeResult::kFrame) up.buf.append(frame);
+  };
+  if (text) {
+    decode_into_up(upstream);
+  } else {
+    up.buf = std::move(upstream);
+  }
   bool in_eof = false, sock_eof = false, shut_wr = false;
   while (true) {
     if (in_eof && up.empty() && !shut_wr) {
@@ -85,12 +108,35 @@ int RunBridge(int sock, std::string upstream) {
       return 1;
     }
     if (p[0].revents && (p[0].events & POLLIN)) {
-      const ssize_t n = up.Fill(0);
+      ssize_t n;
+      if (text) {
+        scratch.resize(64 * 1024);
+        n = ::read(0, scratch.data(), scratch.size());
+        if (n > 0) decode_into_up(std::string_view(scratch.data(), static_cast<std::size_t>(n)));
+      } else {
+        n = up.Fill(0);
+      }
       if (n == 0 || (n < 0 && !Transient(n))) in_eof = true;
     }
     if (p[2].revents & (POLLIN | POLLHUP | POLLERR)) {
       if (p[2].events & POLLIN) {
-        const ssize_t n = down.Fill(sock);
+        ssize_t n;
+        if (text) {
+          scratch.resize(64 * 1024);
+          n = ::read(sock, scratch.data(), scratch.size());
+          if (n > 0) {
+            std::string_view in(scratch.data(), static_cast<std::size_t>(n));
+            std::string frame;
+            while (true) {
+              absl::StatusOr<protocol::DecodeResult> r = frames_out.Next(&in, &frame);
+              if (!r.ok()) return 1;  // the daemon never sends a bad frame
+              if (*r == protocol::DecodeResult::kNeedMore) break;
+              protocol::AppendArmoredLine(frame, protocol::ArmorDirection::kToHost, &down.buf);
+            }
+          }
+        } else {
+          n = down.Fill(sock);
+        }
         if (n == 0 || (n < 0 && !Transient(n))) sock_eof = true;
       }
     }
@@ -109,7 +155,7 @@ int RunBridge(int sock, std::string upstream) {
   }
 }
 
-int BridgeMain(const std::string& state_dir) {
+int BridgeMain(const std::string& state_dir, bool text) {
   absl::StatusOr<int> sock = ConnectInDir(state_dir);
   if (!sock.ok()) {
     wire::Envelope env;
@@ -117,12 +163,11 @@ int BridgeMain(const std::string& state_dir) {
                                                                   : wire::ERROR_UNAUTHENTICATED);
     env.mutable_error()->set_message(std::string(sock.status().message()));
     env.mutable_error()->set_fatal(true);
-    const std::string out = protocol::EncodeEnvelope(env);
-    (void)!::write(1, out.data(), out.size());
+    WriteFrameToHost(protocol::EncodeEnvelope(env), text);
     std::fprintf(stderr, "tether-supervisor bridge: %s\n", std::string(sock.status().message()).c_str());
     return 1;
   }
-  return RunBridge(*sock, {});
+  return RunBridge(*sock, {}, text);
 }
 
 }  // namespace tether::supervisor

@@ -11,9 +11,17 @@ inline constexpr std::size_t kBridgeBufferBytes = 256 * 1024;  // per direction
 // Relays until the daemon closes the socket (then stdout is flushed) or the
 // host's side fails. `upstream` holds bytes already read from stdin that
 // belong to the daemon. Returns the process exit status.
-int RunBridge(int sock_fd, std::string upstream);
+//
+// With `text` the host side of the channel carries armored lines (see
+// protocol/armor.h) instead of raw frames: lines from the host are decoded
+// (noise, echoes and damaged lines skipped), frames from the daemon are
+// armored one per line. `upstream` is what was already read from stdin.
+int RunBridge(int sock_fd, std::string upstream, bool text);
+
+// Writes one frame to stdout, armored when `text`.
+void WriteFrameToHost(std::string_view frame, bool text);
 
 // `tether-supervisor bridge DIR`: connect to DIR's socket and relay.
-int BridgeMain(const std::string& state_dir);
+int BridgeMain(const std::string& state_dir, bool text);
 
 }  // namespace tether::supervisor

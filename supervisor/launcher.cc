@@ -17,6 +17,8 @@
 #include "protocol/envelope.h"
 #include "supervisor/bridge.h"
 #include "supervisor/child.h"
+#include "protocol/armor.h"
+#include "supervisor/bridge.h"
 #include "supervisor/daemon.h"
 #include "supervisor/state_dir.h"
 
@@ -28,13 +30,14 @@ bool IdChar(char c) {
          c == '_';
 }
 
+bool g_text = false;  // the channel carries armored lines (launch --text)
+
 int Report(wire::ErrorCode code, const absl::Status& st) {
   wire::Envelope env;
   env.mutable_error()->set_code(code);
   env.mutable_error()->set_message(std::string(st.message()));
   env.mutable_error()->set_fatal(true);
-  const std::string out = protocol::EncodeEnvelope(env);
-  (void)!::write(1, out.data(), out.size());
+  WriteFrameToHost(protocol::EncodeEnvelope(env), g_text);
   std::fprintf(stderr, "tether-supervisor launch: %s\n", std::string(st.message()).c_str());
   return 1;
 }
@@ -42,6 +45,7 @@ int Report(wire::ErrorCode code, const absl::Status& st) {
 // Reads exactly one Launch envelope; bytes after it are returned in *rest.
 absl::StatusOr<wire::Launch> ReadLaunch(std::string* rest) {
   protocol::EnvelopeDecoder decoder;
+  protocol::ArmorDecoder armor(protocol::ArmorDirection::kToSupervisor);
   wire::Envelope env;
   char buf[64 * 1024];
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kLaunchReadTimeoutMs);
@@ -57,9 +61,20 @@ absl::StatusOr<wire::Launch> ReadLaunch(std::string* rest) {
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n <= 0) return absl::InvalidArgumentError("launch: stdin ended before a Launch frame");
     std::string_view in(buf, static_cast<std::size_t>(n));
-    absl::StatusOr<bool> got = decoder.Next(&in, &env);
-    if (!got.ok()) return got.status();
-    if (!*got) continue;
+    if (g_text) {
+      // Lines until one holds a frame; what follows it is the bridge's.
+      std::string frame;
+      if (armor.Decode(&in, &frame) != protocol::DecodeResult::kFrame) continue;
+      absl::StatusOr<std::string> payload = protocol::DecodeWholeFrame(frame);
+      if (!payload.ok()) return payload.status();
+      absl::StatusOr<wire::Envelope> parsed = protocol::ParseEnvelope(*payload);
+      if (!parsed.ok()) return parsed.status();
+      env = *std::move(parsed);
+    } else {
+      absl::StatusOr<bool> got = decoder.Next(&in, &env);
+      if (!got.ok()) return got.status();
+      if (!*got) continue;
+    }
     if (env.body_case() != wire::Envelope::kLaunch) {
       return absl::InvalidArgumentError(
           absl::StrCat("launch: expected a launch frame, got ", std::string(protocol::BodyName(env))));
@@ -144,7 +159,8 @@ absl::Status ValidateLaunch(const wire::Launch& l) {
   return absl::OkStatus();
 }
 
-int LaunchMain() {
+int LaunchMain(bool text) {
+  g_text = text;
   std::string rest;
   absl::StatusOr<wire::Launch> launch = ReadLaunch(&rest);
   if (!launch.ok()) return Report(wire::ERROR_PROTOCOL, launch.status());
@@ -162,7 +178,7 @@ int LaunchMain() {
     // The same launch id never starts a second child: attach to the first.
     absl::StatusOr<int> sock = ConnectInDir(dir);
     if (!sock.ok()) return Report(wire::ERROR_NOT_FOUND, sock.status());
-    return RunBridge(*sock, std::move(rest));
+    return RunBridge(*sock, std::move(rest), text);
   }
   if (!created.ok()) return Report(wire::ERROR_INVALID_ARGUMENT, created);
   absl::StatusOr<int> listen_fd = ListenInDir(dir);
@@ -184,7 +200,7 @@ int LaunchMain() {
   ::close(*listen_fd);
   absl::StatusOr<int> sock = ConnectInDir(dir);
   if (!sock.ok()) return Report(wire::ERROR_INTERNAL, sock.status());
-  return RunBridge(*sock, std::move(rest));
+  return RunBridge(*sock, std::move(rest), text);
 }
 
 }  // namespace tether::supervisor

@@ -32,6 +32,6 @@ bool LaunchCancelled(const std::string& state_dir);
 absl::Status ValidateLaunch(const wire::Launch& launch);
 
 // Entry point; returns the process exit status.
-int LaunchMain();
+int LaunchMain(bool text);
 
 }  // namespace tether::supervisor

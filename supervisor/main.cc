@@ -11,11 +11,15 @@ int main(int argc, char** argv) {
     std::printf("tether-supervisor %s (protocol %u)\n", tether::kTetherVersion, tether::kProtocolVersion);
     return 0;
   }
-  if (argc == 2 && std::strcmp(argv[1], "launch") == 0) return tether::supervisor::LaunchMain();
-  if (argc == 3 && std::strcmp(argv[1], "bridge") == 0) return tether::supervisor::BridgeMain(argv[2]);
+  // --text: the channel carries armored lines (duplex-text tunnel mode).
+  const bool text = argc >= 3 && std::strcmp(argv[2], "--text") == 0;
+  if (argc == 2 + text && std::strcmp(argv[1], "launch") == 0) return tether::supervisor::LaunchMain(text);
+  if (argc == 3 + text && std::strcmp(argv[1], "bridge") == 0) {
+    return tether::supervisor::BridgeMain(argv[2 + text], text);
+  }
   std::fprintf(stderr,
-               "usage: tether-supervisor launch          (reads a Launch frame on stdin)\n"
-               "       tether-supervisor bridge STATE_DIR\n"
+               "usage: tether-supervisor launch [--text]           (reads a Launch frame on stdin)\n"
+               "       tether-supervisor bridge [--text] STATE_DIR\n"
                "       tether-supervisor --version\n");
   return 2;
 }

@@ -190,6 +190,7 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(asio::any_io_executor e
   o.prefix = p.prefix;
   o.arch = p.arch;
   o.emulator = p.emulator;
+  o.tunnel = p.text_tunnel ? TunnelMode::kText : TunnelMode::kBinary;
   if (::isatty(2)) {
     // Long uploads (slow channels) show their progress.
     o.upload_progress = [](std::size_t done, std::size_t total) {
@@ -284,7 +285,7 @@ absl::StatusOr<std::vector<std::string>> SplitWords(std::string_view line) {
 absl::StatusOr<bool> ParseProviderOption(const std::vector<std::string>& args, std::size_t* i,
                                          ProviderArgs* out) {
   const std::string& a = args[*i];
-  if (a != "--provider" && a != "--prefix" && a != "--arch" && a != "--emulator") return false;
+  if (a != "--provider" && a != "--prefix" && a != "--arch" && a != "--emulator" && a != "--tunnel") return false;
   if (*i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
   const std::string& v = args[++*i];
   if (a == "--provider") {
@@ -298,6 +299,9 @@ absl::StatusOr<bool> ParseProviderOption(const std::vector<std::string>& args, s
     out->prefix = *std::move(words);
   } else if (a == "--arch") {
     out->arch = v;
+  } else if (a == "--tunnel") {
+    if (v != "binary" && v != "text") return absl::InvalidArgumentError("--tunnel is binary or text");
+    out->text_tunnel = v == "text";
   } else {
     out->emulator = v;
   }
@@ -308,8 +312,8 @@ absl::Status CheckProviderArgs(const ProviderArgs& p) {
   if (p.provider == "command" && p.prefix.empty()) {
     return absl::InvalidArgumentError("--provider command needs --prefix 'CMD...' (e.g. 'ssh -T host')");
   }
-  if (p.provider == "local" && (!p.prefix.empty() || !p.arch.empty() || !p.emulator.empty())) {
-    return absl::InvalidArgumentError("--prefix, --arch and --emulator are for --provider command");
+  if (p.provider == "local" && (!p.prefix.empty() || !p.arch.empty() || !p.emulator.empty() || p.text_tunnel)) {
+    return absl::InvalidArgumentError("--prefix, --arch, --emulator and --tunnel are for --provider command");
   }
   if (!p.arch.empty() && p.arch != "x86_64" && p.arch != "aarch64") {
     return absl::InvalidArgumentError(absl::StrCat("--arch must be x86_64 or aarch64, not '", p.arch, "'"));

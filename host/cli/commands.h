@@ -24,6 +24,7 @@ struct ProviderArgs {
   std::string provider = "local";
   std::vector<std::string> prefix;  // --prefix 'ssh -T host' (split like a shell)
   std::string arch, emulator;       // --arch, --emulator
+  bool text_tunnel = false;         // --tunnel text
 };
 
 // Consumes a provider option at args[*i] (advancing *i past its value).
@@ -89,6 +90,8 @@ inline constexpr char kUsage[] =
     "        stdio connected, e.g. 'ssh -T host', 'docker exec -i CTR sh -c',\n"
     "        'kubectl exec -i POD -- sh -c'\n"
     "  --arch x86_64|aarch64 --emulator PROG   (command) skip detection and run\n"
-    "        the supervisor under PROG, e.g. qemu-aarch64\n";
+    "        the supervisor under PROG, e.g. qemu-aarch64\n"
+    "  --tunnel binary|text   (command) text: the channel carries only text lines;\n"
+    "        frames go as armored lines and a failed channel is reattached\n";
 
 }  // namespace tether::cli

@@ -563,3 +563,45 @@ TEST_CASE("rejects a zstd skippable frame instead of decoding it as an empty pay
 
 }  // namespace
 }  // namespace tether::protocol
+
+namespace tether::protocol {
+namespace {
+
+TEST_CASE("the frame splitter returns whole raw frames from any split, and refuses a bad header") {
+  std::string stream;
+  std::vector<std::string> frames;
+  for (int i = 0; i < 20; ++i) {
+    frames.push_back(EncodeFrame(std::string(static_cast<std::size_t>(i * 37), static_cast<char>(i))));
+    stream += frames.back();
+  }
+  for (std::size_t step : {1u, 7u, 8u, 9u, 100u, 100000u}) {
+    FrameSplitter s;
+    std::vector<std::string> got;
+    for (std::size_t i = 0; i < stream.size(); i += step) {
+      std::string_view in = std::string_view(stream).substr(i, step);
+      std::string f;
+      while (true) {
+        absl::StatusOr<DecodeResult> r = s.Next(&in, &f);
+        REQUIRE(r.ok());
+        if (*r == DecodeResult::kNeedMore) break;
+        got.push_back(f);
+      }
+    }
+    CHECK(got == frames);
+    CHECK(s.idle());
+  }
+  FrameSplitter bad;
+  std::string_view junk = "HTTP/1.1 200 OK\r\n";
+  std::string f;
+  CHECK(!bad.Next(&junk, &f).ok());
+  std::string_view more = frames[1];
+  CHECK(!bad.Next(&more, &f).ok());  // stays failed
+  // An oversize length is refused from the header alone, before buffering.
+  std::string huge = frames[0].substr(0, 4) + std::string("\x7f\xff\xff\xff", 4);
+  std::string_view h = huge;
+  FrameSplitter s2;
+  CHECK(s2.Next(&h, &f).status().code() == absl::StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace tether::protocol

@@ -1,0 +1,70 @@
+#include "host/internal/armored_channel.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "protocol/armor.h"
+#include "protocol/frame.h"
+
+namespace tether::internal {
+namespace {
+
+namespace asio = boost::asio;
+
+class ArmoredChannel final : public Channel {
+ public:
+  explicit ArmoredChannel(std::unique_ptr<Channel> inner) : inner_(std::move(inner)) {}
+
+  asio::awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
+    while (frames_.size() == frames_head_) {
+      frames_.clear();
+      frames_head_ = 0;
+      char text[64 * 1024];
+      absl::StatusOr<std::size_t> n = co_await inner_->ReadSome({text, sizeof text});
+      if (!n.ok() || *n == 0) co_return n;
+      std::string_view in(text, *n);
+      std::string frame;
+      while (decoder_.Decode(&in, &frame) == protocol::DecodeResult::kFrame) frames_.append(frame);
+    }
+    const std::size_t take = std::min(buf.size(), frames_.size() - frames_head_);
+    std::memcpy(buf.data(), frames_.data() + frames_head_, take);
+    frames_head_ += take;
+    co_return take;
+  }
+
+  asio::awaitable<absl::Status> Write(std::string_view bytes) override {
+    std::string lines;
+    std::string frame;
+    while (true) {
+      absl::StatusOr<protocol::DecodeResult> r = splitter_.Next(&bytes, &frame);
+      if (!r.ok()) co_return absl::InternalError(absl::StrCat("armoring our own frames: ", r.status().message()));
+      if (*r == protocol::DecodeResult::kNeedMore) break;
+      protocol::AppendArmoredLine(frame, protocol::ArmorDirection::kToSupervisor, &lines);
+    }
+    if (lines.empty()) co_return absl::OkStatus();
+    co_return co_await inner_->Write(lines);
+  }
+
+  void CloseWrite() override { inner_->CloseWrite(); }
+  void Close() override { inner_->Close(); }
+  std::string Diagnostics() const override {
+    std::string d = inner_->Diagnostics();
+    if (decoder_.skipped_lines() > 0) absl::StrAppend(&d, " [", decoder_.skipped_lines(), " non-frame lines skipped]");
+    return d;
+  }
+
+ private:
+  std::unique_ptr<Channel> inner_;
+  protocol::ArmorDecoder decoder_{protocol::ArmorDirection::kToHost};
+  protocol::FrameSplitter splitter_;
+  std::string frames_;  // decoded frame bytes not yet handed to the reader
+  std::size_t frames_head_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Channel> MakeArmoredChannel(std::unique_ptr<Channel> text_channel) {
+  return std::make_unique<ArmoredChannel>(std::move(text_channel));
+}
+
+}  // namespace tether::internal

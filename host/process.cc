@@ -322,8 +322,8 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   absl::Status HandleOutput(const wire::Output& o) {
     const int i = StreamIndex(o.stream(), pty);
     if (i < 0) return absl::DataLossError(absl::StrCat("output on unknown stream ", o.stream()));
-    if (eof[i] && !o.data().empty()) return absl::DataLossError("output after the stream's EOF");
     const std::uint64_t end = o.offset() + o.data().size();
+    if (eof[i] && end > received[i]) return absl::DataLossError("output after the stream's EOF");
     if (o.offset() > received[i]) {
       return absl::DataLossError(absl::StrCat("output at offset ", o.offset(), " skips bytes after ",
                                               received[i], " without reporting a gap"));
@@ -360,7 +360,8 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
         return HandleOutput(env.output());
       case wire::Envelope::kStdinAck: {
         const wire::StdinAck& a = env.stdin_ack();
-        if (a.offset() > stdin_sent || a.offset() < stdin_acked) {
+        if (a.offset() < stdin_acked) return absl::OkStatus();  // an old ack, replayed
+        if (a.offset() > stdin_sent) {
           return absl::DataLossError(absl::StrCat("stdin ack at ", a.offset(), ", but ", stdin_sent,
                                                   " bytes were sent and ", stdin_acked, " acked"));
         }
@@ -417,6 +418,8 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
         return absl::OkStatus();
       case wire::Envelope::kPong:
         return absl::OkStatus();
+      case wire::Envelope::kWelcome:
+        return absl::OkStatus();  // this attachment's welcome again: a text channel's replay
       default:
         return absl::DataLossError(absl::StrCat("unexpected ", std::string(protocol::BodyName(env)),
                                                 " from the supervisor"));
@@ -560,6 +563,7 @@ Process::Process(std::shared_ptr<State> state) : state_(std::move(state)) {}
 
 Process::~Process() {
   State& s = *state_;
+  s.reconnect = false;  // nobody holds this attachment any more: never reattach it
   if (s.exit || !s.failed.ok() || s.session->closed()) return;  // finishing, or finished
   if (s.eof[0] && s.eof[1] && !s.disconnected) {
     // All output is in; the exit record follows it. Let the pump receive and

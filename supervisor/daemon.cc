@@ -144,6 +144,8 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   bool exit_sent_ = false;
   bool stdin_ack_dirty_ = false;
   bool closing_ = false;  // a fatal error is queued: send control frames only, then Close()
+  // Ended by an explicit detach or its lease, not by a lost connection.
+  bool deliberate_end_ = false;
   std::string control_;  // encoded control frames waiting for the writer
   steady_clock::time_point last_request_ = steady_clock::now();
 };
@@ -166,7 +168,9 @@ class Daemon {
   // Called after an attachment authenticated; returns its generation or an
   // error when another attachment holds the process.
   absl::StatusOr<std::uint64_t> Attach(const std::shared_ptr<Attachment>& a);
-  void Detached(const Attachment* a);
+  // `lost`: the connection broke (no detach, lease not over): output keeps
+  // its backpressure for a lease, so a host that reconnects loses nothing.
+  void Detached(const Attachment* a, bool lost);
   void Released(int stream) { streams_[stream]->space.Notify(); }
   absl::Status AcceptStdin(const wire::StdinData& data);
   absl::Status AcceptStdinEof(const wire::StdinEof& eof);
@@ -231,6 +235,8 @@ class Daemon {
   std::weak_ptr<Attachment> attachment_;
   std::size_t connections_ = 0;
   asio::steady_timer linger_;
+  asio::steady_timer hold_timer_;  // ends hold_output_
+  bool hold_output_ = false;       // a lost attachment's backpressure lasts a lease
   asio::steady_timer kill_timer_;
   asio::steady_timer drain_timer_;
   bool output_cut_ = false;
@@ -256,7 +262,7 @@ void Attachment::Close() {
   socket_.shutdown(stream_protocol::socket::shutdown_both, ec);
   socket_.close(ec);
   wake_.Notify();
-  daemon_.Detached(this);
+  daemon_.Detached(this, authenticated() && !deliberate_end_);
 }
 
 awaitable<void> Attachment::Run() {
@@ -274,6 +280,7 @@ awaitable<void> Attachment::Lease() {
     const auto limit = authenticated() ? milliseconds(lease) : milliseconds(kHelloTimeoutMs);
     const auto deadline = last_request_ + limit;
     if (steady_clock::now() >= deadline) {
+      deliberate_end_ = true;
       Close();  // lost: no requests within the lease
       break;
     }
@@ -463,6 +470,7 @@ absl::Status Attachment::Handle(const wire::Envelope& env) {
       // Explicit disconnect: the writer finishes its current frames (so the
       // host never sees half a frame) and then frees the attachment.
       closing_ = true;
+      deliberate_end_ = true;
       wake_.Notify();
       return absl::OkStatus();
     case wire::Envelope::kHello:
@@ -548,6 +556,7 @@ Daemon::Daemon(DaemonConfig config)
       sigchld_(io_, SIGCHLD),
       stdin_(io_),
       linger_(io_),
+      hold_timer_(io_),
       kill_timer_(io_),
       drain_timer_(io_) {
   std::size_t cap = config_.launch.ring_bytes() ? config_.launch.ring_bytes() : kDefaultRingBytes;
@@ -577,12 +586,24 @@ absl::StatusOr<std::uint64_t> Daemon::Attach(const std::shared_ptr<Attachment>& 
   }
   attachment_ = a;
   linger_.cancel();
+  hold_output_ = false;
+  hold_timer_.cancel();
   return ++generation_;
 }
 
-void Daemon::Detached(const Attachment* a) {
+void Daemon::Detached(const Attachment* a, bool lost) {
   if (attachment_.lock().get() != a) return;
   attachment_.reset();
+  hold_output_ = lost;
+  if (lost) {
+    const unsigned lease = config_.launch.lease_ms() ? config_.launch.lease_ms() : kLeaseMs;
+    hold_timer_.expires_after(milliseconds(lease));
+    hold_timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec) return;
+      hold_output_ = false;
+      for (auto& s : streams_) s->space.Notify();
+    });
+  }
   for (auto& s : streams_) s->space.Notify();  // a pump waiting for space evicts now
   if (exit_) ArmLinger();
 }
@@ -691,6 +712,7 @@ void Daemon::ExitAcknowledged() {
 void Daemon::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  hold_timer_.cancel();
   // Files first: once the attachment closes, the host may look for them.
   RemovePrivateDir(config_.state_dir);
   ::unlink(CancelMarkerPath(config_.state_dir).c_str());
@@ -766,7 +788,7 @@ awaitable<void> Daemon::OutputPump(int i) {
   while (true) {
     std::span<char> space = s.ring.WritableSpan();
     if (space.empty()) {
-      if (generation_ > 0 && attachment_.expired()) {
+      if (generation_ > 0 && attachment_.expired() && !hold_output_) {
         // Detached (after a first attachment; before it, the launch's own
         // Hello is on its way): keep the newest bytes, a page at a time; a
         // reattaching host is told of the evicted range as an OutputGap.

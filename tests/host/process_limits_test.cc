@@ -497,3 +497,54 @@ TEST_CASE("detach discards unread output and leaves the process running") {
 
 }  // namespace
 }  // namespace tether
+
+#include "tests/host/hostile_transport.h"
+
+namespace tether {
+namespace {
+
+using namespace tether::testing;
+
+awaitable<void> FeedSlowly(Process& p, std::string data, bool* done) {
+  for (std::size_t i = 0; i < data.size(); i += 16384) {
+    CHECK((co_await p.Write(std::string_view(data).substr(i, 16384))).ok());
+    co_await Sleep(std::chrono::milliseconds(25));
+  }
+  CHECK((co_await p.CloseStdin()).ok());
+  *done = true;
+}
+
+TEST_CASE("through a hostile text channel, 8 s of duplex traffic across cuts and replays arrives exactly once") {
+  for (std::uint64_t seed : {11u, 12u}) {
+    Sandbox sb;
+    sb.Run([seed](Transport& t) -> awaitable<void> {
+      HostileTransport hostile(t, seed);
+      StartOptions o = Opts();
+      o.argv = V("cat");
+      o.stdin_pipe = true;
+      auto p = co_await Process::Start(hostile, o);
+      REQUIRE(p.ok());
+      const std::string in = AllByteValues(20) + RandomBytes(5000000, static_cast<unsigned>(seed));
+      bool fed = false;
+      asio::co_spawn(co_await asio::this_coro::executor, FeedSlowly(**p, in, &fed), asio::detached);
+      Output out = co_await ReadAll(**p);
+      CHECK(out.status.ok());
+      CHECK(out.out.size() == in.size());
+      CHECK(out.out == in);  // every byte, once, in order
+      auto e = co_await (*p)->Wait();
+      REQUIRE(e.ok());
+      CHECK(e->code == 0);
+      CHECK(e->output_complete);
+      CHECK(fed);
+      const auto& st = hostile.stats();
+      MESSAGE("seed ", seed, ": ", in.size(), " bytes each way, ", (*p)->reconnects(), " reconnects, ", st.cuts,
+              " cuts, ", st.replayed_bytes, " bytes replayed, ", st.noise_lines, " noise lines, ",
+              st.echoed_lines, " echoed lines");
+      CHECK((*p)->reconnects() >= 2);
+      CHECK(st.replayed_bytes > 0);
+    });
+  }
+}
+
+}  // namespace
+}  // namespace tether

@@ -1,0 +1,62 @@
+// The conformance suite through the hostile text channel (hostile_transport.h)
+// over the local provider, for several seeds:
+//
+//   hostile_conformance [SEED...]
+//
+// Prints each case per seed and the channel's misdeeds; exits 1 on any
+// failure, naming the seed to replay.
+#include <stdlib.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "host/conformance.h"
+#include "host/local_transport.h"
+#include "tests/host/hostile_transport.h"
+
+int main(int argc, char** argv) {
+  std::vector<std::uint64_t> seeds;
+  for (int i = 1; i < argc; ++i) seeds.push_back(std::strtoull(argv[i], nullptr, 10));
+  if (seeds.empty()) seeds = {1, 2, 3};
+  int failed = 0;
+  for (std::uint64_t seed : seeds) {
+    char tmpl[] = "/tmp/tether-hostile-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) return 2;
+    boost::asio::io_context io;
+    auto local = tether::MakeLocalTransport(io.get_executor(), tether::LocalOptions{tmpl});
+    if (!local.ok()) return 2;
+    tether::testing::HostileTransport hostile(**local, seed);
+    int pass = 0, fail = 0, unsupported = 0;
+    tether::ConformanceOptions options;
+    options.on_result = [&](const tether::ConformanceResult& r) {
+      using O = tether::ConformanceResult::Outcome;
+      const char* what = r.outcome == O::kPass ? "pass" : r.outcome == O::kUnsupported ? "unsupported" : "FAIL";
+      (r.outcome == O::kPass ? pass : r.outcome == O::kUnsupported ? unsupported : fail)++;
+      std::printf("seed %-4llu %-32s %-12s %7.2f  %s\n", static_cast<unsigned long long>(seed), r.name.c_str(),
+                  what, r.seconds, r.detail.c_str());
+      std::fflush(stdout);
+    };
+    boost::asio::co_spawn(io, tether::RunConformance(hostile, options),
+                          [](std::exception_ptr e, std::vector<tether::ConformanceResult>) {
+                            if (e) std::rethrow_exception(e);
+                          });
+    io.run();
+    const auto& st = hostile.stats();
+    std::printf("hostile text seed %llu: %d passed, %d failed, %d unsupported; channel: %llu connections, "
+                "%llu cut, %llu bytes replayed, %llu noise lines, %llu lines echoed\n",
+                static_cast<unsigned long long>(seed), pass, fail, unsupported,
+                static_cast<unsigned long long>(st.connections), static_cast<unsigned long long>(st.cuts),
+                static_cast<unsigned long long>(st.replayed_bytes), static_cast<unsigned long long>(st.noise_lines),
+                static_cast<unsigned long long>(st.echoed_lines));
+    if (fail > 0) {
+      std::printf("FAILED with seed %llu: replay with  hostile_conformance %llu\n",
+                  static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
+      ++failed;
+    }
+    std::filesystem::remove_all(tmpl);
+  }
+  return failed ? 1 : 0;
+}

@@ -45,13 +45,17 @@ foreach(_arch IN LISTS TETHER_MUSL_ARCHES)
       "-DTETHER_MUSL_BOOST_INCLUDE=${TETHER_CACHE_DIR}/musl/boost-include"
       "-DTETHER_CACHE_DIR=${TETHER_CACHE_DIR}"
       -DTETHER_TESTS=OFF
-    BUILD_COMMAND "${CMAKE_COMMAND}" --build <BINARY_DIR> --target tether-supervisor
-    BUILD_ALWAYS ON
     # Linked with -s (MuslDeps.cmake), so a plain copy is already stripped;
-    # copy_if_different keeps the mtime when nothing changed.
-    INSTALL_COMMAND "${CMAKE_COMMAND}" -E make_directory "${TETHER_SUPERVISOR_BIN_DIR}"
+    # copy_if_different keeps the mtime when nothing changed. The copy is a
+    # declared byproduct of the build step, so that whatever depends on the
+    # binary (the embedded copy in libtether) is rebuilt in the same run.
+    BUILD_COMMAND "${CMAKE_COMMAND}" --build <BINARY_DIR> --target tether-supervisor
+      COMMAND "${CMAKE_COMMAND}" -E make_directory "${TETHER_SUPERVISOR_BIN_DIR}"
       COMMAND "${CMAKE_COMMAND}" -E copy_if_different
               <BINARY_DIR>/supervisor/tether-supervisor "${_bin}"
+    BUILD_BYPRODUCTS "${_bin}"
+    BUILD_ALWAYS ON
+    INSTALL_COMMAND ""
     # The console pool runs one sub-build at a time (each one already uses
     # every core) and shows its progress.
     USES_TERMINAL_CONFIGURE ON

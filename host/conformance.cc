@@ -171,12 +171,37 @@ class DelayedTransport final : public Transport {
     co_return co_await inner_.PutFile(std::move(path), bytes, mode);
   }
   awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
+    if (inner_.tunnel() == TunnelMode::kExchange) {
+      // One-shot commands: this one runs late, and its answer is lost.
+      asio::co_spawn(co_await asio::this_coro::executor, RunLate(inner_, std::move(argv), delay_), asio::detached);
+      co_return std::unique_ptr<Channel>(new Silent());
+    }
     auto ch = co_await inner_.Exec(std::move(argv));
     if (!ch.ok()) co_return ch.status();
     co_return std::unique_ptr<Channel>(new Delayed(*std::move(ch), delay_));
   }
 
  private:
+  static awaitable<void> RunLate(Transport& inner, std::vector<std::string> argv, milliseconds delay) {
+    co_await Sleep(delay);
+    auto ch = co_await inner.Exec(std::move(argv));
+    if (!ch.ok()) co_return;
+    (*ch)->CloseWrite();
+    char buf[4096];
+    while (true) {
+      auto n = co_await (*ch)->ReadSome({buf, sizeof buf});
+      if (!n.ok() || *n == 0) break;
+    }
+  }
+  class Silent final : public Channel {
+   public:
+    awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char>) override { co_return std::size_t{0}; }
+    awaitable<absl::Status> Write(std::string_view) override { co_return absl::OkStatus(); }
+    void CloseWrite() override {}
+    void Close() override {}
+    std::string Diagnostics() const override { return {}; }
+  };
+
   class Delayed final : public Channel {
    public:
     Delayed(std::unique_ptr<Channel> inner, milliseconds delay) : inner_(std::move(inner)), delay_(delay) {}

@@ -21,6 +21,8 @@
 #include "absl/strings/numbers.h"
 #include "host/errors.h"
 #include "host/internal/armored_channel.h"
+#include "host/internal/exchange_channel.h"
+#include "protocol/armor.h"
 #include "host/internal/condition.h"
 #include "host/output_helpers.h"
 #include "host/reference.h"
@@ -595,6 +597,42 @@ namespace {
 asio::awaitable<absl::StatusOr<wire::Welcome>> Attach(Transport& transport, Process::State& state,
                                                       std::vector<std::string> command,
                                                       std::string first, wire::Hello hello) {
+  if (transport.tunnel() == TunnelMode::kExchange) {
+    // One-shot commands only: start a relay (with the launch, or beside the
+    // daemon) and poll it.
+    const std::string id = absl::BytesToHexString(RandomBytes(8));
+    std::vector<std::string> start;
+    start.push_back(state.supervisor);
+    if (!first.empty()) {
+      start.push_back("launch");
+      start.push_back("--exchange");
+      start.push_back(id);
+      start.push_back(protocol::Base85Encode(first));
+    } else {
+      start.push_back("relay");
+      start.push_back(state.state_dir);
+      start.push_back(id);
+    }
+    absl::StatusOr<std::string> out = co_await internal::RunOneShot(transport, std::move(start));
+    if (!out.ok()) co_return out.status();
+    if (!absl::StrContains(*out, "tether-relay-ok")) {
+      // The launcher reports a refused launch as an armored error frame.
+      protocol::ArmorDecoder dec(protocol::ArmorDirection::kToHost);
+      std::string_view text = *out;
+      std::string frame;
+      while (dec.Decode(&text, &frame) == protocol::DecodeResult::kFrame) {
+        absl::StatusOr<std::string> payload = protocol::DecodeWholeFrame(frame);
+        if (!payload.ok()) continue;
+        absl::StatusOr<wire::Envelope> env = protocol::ParseEnvelope(*payload);
+        if (env.ok() && env->has_error()) co_return StatusFromWireError(env->error());
+      }
+      if (absl::StrContains(*out, "tether-relay-gone")) co_return absl::NotFoundError("the process is gone");
+      co_return absl::UnavailableError(absl::StrCat("could not start the exchange relay: ", *out));
+    }
+    state.session = Session::Create(
+        transport.executor(), internal::MakeExchangeChannel(transport, state.supervisor, state.state_dir, id));
+    co_return co_await state.session->Handshake(std::move(hello));
+  }
   absl::StatusOr<std::unique_ptr<Channel>> channel = co_await transport.Exec(std::move(command));
   if (!channel.ok()) co_return channel.status();
   if (transport.tunnel() == TunnelMode::kText) {
@@ -749,7 +787,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   state->pty = options.pty.has_value();
   state->stdin_pipe = options.stdin_pipe || state->pty;
   state->transport = &transport;
-  state->reconnect = options.reconnect || transport.tunnel() == TunnelMode::kText;
+  state->reconnect = options.reconnect || transport.tunnel() != TunnelMode::kBinary;
   state->ping_interval = std::chrono::milliseconds((options.lease_ms ? options.lease_ms : kDefaultLeaseMs) / 3);
   if (absl::Status st = state->Begin(*welcome); !st.ok()) co_return st;
   co_return std::unique_ptr<Process>(new Process(std::move(state)));
@@ -814,7 +852,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
   state->stdin_eof_sent = welcome->state().stdin_closed() || welcome->state().stdin_eof_received();
   state->stdin_eof_acked = welcome->state().stdin_closed();
   state->transport = &transport;
-  state->reconnect = transport.tunnel() == TunnelMode::kText;
+  state->reconnect = transport.tunnel() != TunnelMode::kBinary;
   if (state->stdin_sent > state->stdin_acked) {
     // Bytes the supervisor holds but has not written: we cannot resend them
     // after a reconnect, and need not (it keeps them).

@@ -49,6 +49,7 @@ struct SandboxInfo {
 enum class TunnelMode {
   kBinary,  // exact bytes both ways
   kText,    // text lines only: frames go as armored lines (protocol/armor.h)
+  kExchange,  // one-shot commands only: polls through a relay (supervisor/exchange.h)
 };
 
 class Transport {

@@ -20,6 +20,7 @@
 #include "protocol/armor.h"
 #include "supervisor/bridge.h"
 #include "supervisor/daemon.h"
+#include "supervisor/exchange.h"
 #include "supervisor/state_dir.h"
 
 namespace tether::supervisor {
@@ -159,10 +160,38 @@ absl::Status ValidateLaunch(const wire::Launch& l) {
   return absl::OkStatus();
 }
 
+namespace {
+std::string g_exchange_relay;  // exchange mode: the relay that replaces the bridge
+std::string g_exchange_launch;  // exchange mode: the Launch frame, base85
+
+absl::StatusOr<wire::Launch> LaunchFromArgv() {
+  std::string frame;
+  if (!protocol::Base85Decode(g_exchange_launch, &frame)) return absl::InvalidArgumentError("launch: bad base85");
+  absl::StatusOr<std::string> payload = protocol::DecodeWholeFrame(frame);
+  if (!payload.ok()) return payload.status();
+  absl::StatusOr<wire::Envelope> env = protocol::ParseEnvelope(*payload);
+  if (!env.ok()) return env.status();
+  if (env->body_case() != wire::Envelope::kLaunch) return absl::InvalidArgumentError("launch: not a launch frame");
+  return std::move(*env->mutable_launch());
+}
+
+// The bridge, or in exchange mode the relay.
+int Attach(int sock, const std::string& dir, std::string rest, bool text) {
+  if (!g_exchange_relay.empty()) return StartRelay(sock, dir, g_exchange_relay);
+  return RunBridge(sock, std::move(rest), text);
+}
+}  // namespace
+
+int LaunchExchangeMain(const std::string& relay_id, const std::string& launch_base85) {
+  g_exchange_relay = relay_id;
+  g_exchange_launch = launch_base85;
+  return LaunchMain(true);
+}
+
 int LaunchMain(bool text) {
   g_text = text;
   std::string rest;
-  absl::StatusOr<wire::Launch> launch = ReadLaunch(&rest);
+  absl::StatusOr<wire::Launch> launch = g_exchange_relay.empty() ? ReadLaunch(&rest) : LaunchFromArgv();
   if (!launch.ok()) return Report(wire::ERROR_PROTOCOL, launch.status());
   if (absl::Status st = ValidateLaunch(*launch); !st.ok()) return Report(wire::ERROR_INVALID_ARGUMENT, st);
   const std::string dir = launch->state_dir();
@@ -178,7 +207,7 @@ int LaunchMain(bool text) {
     // The same launch id never starts a second child: attach to the first.
     absl::StatusOr<int> sock = ConnectInDir(dir);
     if (!sock.ok()) return Report(wire::ERROR_NOT_FOUND, sock.status());
-    return RunBridge(*sock, std::move(rest), text);
+    return Attach(*sock, dir, std::move(rest), text);
   }
   if (!created.ok()) return Report(wire::ERROR_INVALID_ARGUMENT, created);
   absl::StatusOr<int> listen_fd = ListenInDir(dir);
@@ -200,7 +229,7 @@ int LaunchMain(bool text) {
   ::close(*listen_fd);
   absl::StatusOr<int> sock = ConnectInDir(dir);
   if (!sock.ok()) return Report(wire::ERROR_INTERNAL, sock.status());
-  return RunBridge(*sock, std::move(rest), text);
+  return Attach(*sock, dir, std::move(rest), text);
 }
 
 }  // namespace tether::supervisor

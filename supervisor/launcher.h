@@ -33,5 +33,9 @@ absl::Status ValidateLaunch(const wire::Launch& launch);
 
 // Entry point; returns the process exit status.
 int LaunchMain(bool text);
+// Exchange mode: the Launch frame comes base85-encoded in argv, errors go
+// out armored, and a relay (exchange.h) with `relay_id` takes the place of
+// the bridge.
+int LaunchExchangeMain(const std::string& relay_id, const std::string& launch_base85);
 
 }  // namespace tether::supervisor

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "supervisor/bridge.h"
+#include "supervisor/exchange.h"
 #include "supervisor/launcher.h"
 #include "tether/protocol/version.h"
 
@@ -10,6 +11,14 @@ int main(int argc, char** argv) {
   if (argc == 2 && (std::strcmp(argv[1], "--version") == 0 || std::strcmp(argv[1], "version") == 0)) {
     std::printf("tether-supervisor %s (protocol %u)\n", tether::kTetherVersion, tether::kProtocolVersion);
     return 0;
+  }
+  // Exchange mode (exchange.h): one-shot commands only.
+  if (argc == 5 && std::strcmp(argv[1], "launch") == 0 && std::strcmp(argv[2], "--exchange") == 0) {
+    return tether::supervisor::LaunchExchangeMain(argv[3], argv[4]);
+  }
+  if (argc == 4 && std::strcmp(argv[1], "relay") == 0) return tether::supervisor::RelayMain(argv[2], argv[3]);
+  if ((argc == 6 || argc == 7) && std::strcmp(argv[1], "exchange") == 0) {
+    return tether::supervisor::ExchangeMain(argv[2], argv[3], argv[4], argv[5], argc == 7 ? argv[6] : "");
   }
   // --text: the channel carries armored lines (duplex-text tunnel mode).
   const bool text = argc >= 3 && std::strcmp(argv[2], "--text") == 0;
@@ -20,6 +29,9 @@ int main(int argc, char** argv) {
   std::fprintf(stderr,
                "usage: tether-supervisor launch [--text]           (reads a Launch frame on stdin)\n"
                "       tether-supervisor bridge [--text] STATE_DIR\n"
+               "       tether-supervisor launch --exchange RELAY_ID BASE85_LAUNCH_FRAME\n"
+               "       tether-supervisor relay STATE_DIR RELAY_ID\n"
+               "       tether-supervisor exchange STATE_DIR RELAY_ID IN_OFFSET OUT_OFFSET [BASE85]\n"
                "       tether-supervisor --version\n");
   return 2;
 }

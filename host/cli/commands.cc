@@ -190,7 +190,7 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(asio::any_io_executor e
   o.prefix = p.prefix;
   o.arch = p.arch;
   o.emulator = p.emulator;
-  o.tunnel = p.text_tunnel ? TunnelMode::kText : TunnelMode::kBinary;
+  o.tunnel = p.tunnel == "text" ? TunnelMode::kText : p.tunnel == "exchange" ? TunnelMode::kExchange : TunnelMode::kBinary;
   if (::isatty(2)) {
     // Long uploads (slow channels) show their progress.
     o.upload_progress = [](std::size_t done, std::size_t total) {
@@ -207,22 +207,18 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(asio::any_io_executor e
 int RunLoop(const ProviderArgs& provider, std::function<asio::awaitable<int>(Transport&)> body) {
   ::signal(SIGPIPE, SIG_IGN);
   asio::io_context io(1);
+  // The transport outlives the loop: handles finish in the background
+  // (exit acknowledgements), and some channels poll through it.
+  absl::StatusOr<std::unique_ptr<Transport>> transport = MakeTransport(io.get_executor(), provider);
+  if (!transport.ok()) {
+    PrintError(transport.status());
+    return kExitTetherFailure;
+  }
   int exit_code = kExitTetherFailure;
-  asio::co_spawn(
-      io,
-      [&]() -> asio::awaitable<int> {
-        absl::StatusOr<std::unique_ptr<Transport>> transport =
-            MakeTransport(co_await asio::this_coro::executor, provider);
-        if (!transport.ok()) {
-          PrintError(transport.status());
-          co_return kExitTetherFailure;
-        }
-        co_return co_await body(**transport);
-      },
-      [&](std::exception_ptr e, int code) {
-        if (e) std::rethrow_exception(e);
-        exit_code = code;
-      });
+  asio::co_spawn(io, body(**transport), [&](std::exception_ptr e, int code) {
+    if (e) std::rethrow_exception(e);
+    exit_code = code;
+  });
   io.run();
   return exit_code;
 }
@@ -300,8 +296,10 @@ absl::StatusOr<bool> ParseProviderOption(const std::vector<std::string>& args, s
   } else if (a == "--arch") {
     out->arch = v;
   } else if (a == "--tunnel") {
-    if (v != "binary" && v != "text") return absl::InvalidArgumentError("--tunnel is binary or text");
-    out->text_tunnel = v == "text";
+    if (v != "binary" && v != "text" && v != "exchange") {
+      return absl::InvalidArgumentError("--tunnel is binary, text or exchange");
+    }
+    out->tunnel = v;
   } else {
     out->emulator = v;
   }
@@ -312,7 +310,7 @@ absl::Status CheckProviderArgs(const ProviderArgs& p) {
   if (p.provider == "command" && p.prefix.empty()) {
     return absl::InvalidArgumentError("--provider command needs --prefix 'CMD...' (e.g. 'ssh -T host')");
   }
-  if (p.provider == "local" && (!p.prefix.empty() || !p.arch.empty() || !p.emulator.empty() || p.text_tunnel)) {
+  if (p.provider == "local" && (!p.prefix.empty() || !p.arch.empty() || !p.emulator.empty() || p.tunnel != "binary")) {
     return absl::InvalidArgumentError("--prefix, --arch, --emulator and --tunnel are for --provider command");
   }
   if (!p.arch.empty() && p.arch != "x86_64" && p.arch != "aarch64") {

@@ -24,7 +24,7 @@ struct ProviderArgs {
   std::string provider = "local";
   std::vector<std::string> prefix;  // --prefix 'ssh -T host' (split like a shell)
   std::string arch, emulator;       // --arch, --emulator
-  bool text_tunnel = false;         // --tunnel text
+  std::string tunnel = "binary";    // --tunnel binary|text|exchange
 };
 
 // Consumes a provider option at args[*i] (advancing *i past its value).
@@ -91,7 +91,8 @@ inline constexpr char kUsage[] =
     "        'kubectl exec -i POD -- sh -c'\n"
     "  --arch x86_64|aarch64 --emulator PROG   (command) skip detection and run\n"
     "        the supervisor under PROG, e.g. qemu-aarch64\n"
-    "  --tunnel binary|text   (command) text: the channel carries only text lines;\n"
-    "        frames go as armored lines and a failed channel is reattached\n";
+    "  --tunnel binary|text|exchange   (command) text: the channel carries only\n"
+    "        text lines; frames go as armored lines and a failed channel is\n"
+    "        reattached. exchange: only one-shot commands; tether polls a relay\n";
 
 }  // namespace tether::cli

@@ -6,6 +6,8 @@
 #
 #   local     the built-in local provider, in a scratch directory
 #   command   the command provider through plain `sh -c` on this machine
+#   text      the same with the duplex-text tunnel (armored lines)
+#   exchange  the same with the exchange tunnel (one-shot polls of a relay)
 #   ssh       the command provider through OpenSSH: an sshd on 127.0.0.1 with
 #             a throwaway host key and user key, started here
 #   unshare   the command provider into an isolated sandbox: its own user,
@@ -35,6 +37,9 @@ case $target in
     ;;
   command)
     TMPDIR=$work exec "$tether" conformance --provider command --prefix 'sh -c'
+    ;;
+  text|exchange)
+    TMPDIR=$work exec "$tether" conformance --provider command --prefix 'sh -c' --tunnel "$target"
     ;;
   qemu)
     command -v qemu-aarch64 >/dev/null || skip "no qemu-aarch64"

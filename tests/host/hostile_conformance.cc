@@ -1,7 +1,7 @@
 // The conformance suite through the hostile text channel (hostile_transport.h)
 // over the local provider, for several seeds:
 //
-//   hostile_conformance [SEED...]
+//   hostile_conformance text|exchange [SEED...]
 //
 // Prints each case per seed and the channel's misdeeds; exits 1 on any
 // failure, naming the seed to replay.
@@ -18,8 +18,13 @@
 #include "tests/host/hostile_transport.h"
 
 int main(int argc, char** argv) {
+  if (argc < 2 || (std::string(argv[1]) != "text" && std::string(argv[1]) != "exchange")) {
+    std::fprintf(stderr, "usage: hostile_conformance text|exchange [SEED...]\n");
+    return 2;
+  }
+  const std::string mode = argv[1];
   std::vector<std::uint64_t> seeds;
-  for (int i = 1; i < argc; ++i) seeds.push_back(std::strtoull(argv[i], nullptr, 10));
+  for (int i = 2; i < argc; ++i) seeds.push_back(std::strtoull(argv[i], nullptr, 10));
   if (seeds.empty()) seeds = {1, 2, 3};
   int failed = 0;
   for (std::uint64_t seed : seeds) {
@@ -28,7 +33,8 @@ int main(int argc, char** argv) {
     boost::asio::io_context io;
     auto local = tether::MakeLocalTransport(io.get_executor(), tether::LocalOptions{tmpl});
     if (!local.ok()) return 2;
-    tether::testing::HostileTransport hostile(**local, seed);
+    tether::testing::HostileTransport hostile(
+        **local, seed, mode == "text" ? tether::TunnelMode::kText : tether::TunnelMode::kExchange);
     int pass = 0, fail = 0, unsupported = 0;
     tether::ConformanceOptions options;
     options.on_result = [&](const tether::ConformanceResult& r) {
@@ -45,15 +51,15 @@ int main(int argc, char** argv) {
                           });
     io.run();
     const auto& st = hostile.stats();
-    std::printf("hostile text seed %llu: %d passed, %d failed, %d unsupported; channel: %llu connections, "
+    std::printf("hostile %s seed %llu: %d passed, %d failed, %d unsupported; channel: %llu connections, "
                 "%llu cut, %llu bytes replayed, %llu noise lines, %llu lines echoed\n",
-                static_cast<unsigned long long>(seed), pass, fail, unsupported,
+                mode.c_str(), static_cast<unsigned long long>(seed), pass, fail, unsupported,
                 static_cast<unsigned long long>(st.connections), static_cast<unsigned long long>(st.cuts),
                 static_cast<unsigned long long>(st.replayed_bytes), static_cast<unsigned long long>(st.noise_lines),
                 static_cast<unsigned long long>(st.echoed_lines));
     if (fail > 0) {
-      std::printf("FAILED with seed %llu: replay with  hostile_conformance %llu\n",
-                  static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
+      std::printf("FAILED with seed %llu: replay with  hostile_conformance %s %llu\n",
+                  static_cast<unsigned long long>(seed), mode.c_str(), static_cast<unsigned long long>(seed));
       ++failed;
     }
     std::filesystem::remove_all(tmpl);

@@ -29,10 +29,13 @@ class HostileTransport final : public Transport {
     std::uint64_t connections = 0, cuts = 0, replayed_bytes = 0, noise_lines = 0, echoed_lines = 0;
   };
 
-  HostileTransport(Transport& inner, std::uint64_t seed) : inner_(inner), shared_(std::make_shared<Shared>()) {
+  // `mode`: kText, or kExchange (one-shot commands: the same damage to
+  // each command's output, and cuts that lose a poll's answer).
+  HostileTransport(Transport& inner, std::uint64_t seed, TunnelMode mode = TunnelMode::kText)
+      : inner_(inner), mode_(mode), shared_(std::make_shared<Shared>()) {
     shared_->rng.seed(seed);
   }
-  TunnelMode tunnel() const override { return TunnelMode::kText; }
+  TunnelMode tunnel() const override { return mode_; }
   std::string_view name() const override { return inner_.name(); }
   std::string sandbox_id() const override { return inner_.sandbox_id(); }
   boost::asio::any_io_executor executor() const override { return inner_.executor(); }
@@ -41,10 +44,14 @@ class HostileTransport final : public Transport {
     co_return co_await inner_.PutFile(std::move(path), bytes, mode);
   }
   boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
+    // Exchange polls may also be cut at once (their answer lost): a poll is
+    // made again safely. Setup commands are cut only after 1-3 s, as
+    // everything else.
+    const bool poll = argv.size() > 1 && argv[1] == "exchange";
     auto ch = co_await inner_.Exec(std::move(argv));
     if (!ch.ok()) co_return ch.status();
     ++shared_->stats.connections;
-    co_return std::unique_ptr<Channel>(new HostileChannel(*std::move(ch), shared_, inner_.executor()));
+    co_return std::unique_ptr<Channel>(new HostileChannel(*std::move(ch), shared_, inner_.executor(), poll));
   }
   const Stats& stats() const { return shared_->stats; }
 
@@ -58,10 +65,12 @@ class HostileTransport final : public Transport {
 
   class HostileChannel final : public Channel {
    public:
-    HostileChannel(std::unique_ptr<Channel> inner, std::shared_ptr<Shared> shared, boost::asio::any_io_executor ex)
+    HostileChannel(std::unique_ptr<Channel> inner, std::shared_ptr<Shared> shared, boost::asio::any_io_executor ex,
+                   bool poll)
         : inner_(std::move(inner)), shared_(std::move(shared)), cut_(std::make_shared<boost::asio::steady_timer>(ex)) {
       ScheduleReplay();
-      cut_->expires_after(std::chrono::milliseconds(1000 + shared_->Roll(2000)));
+      cut_->expires_after(std::chrono::milliseconds(
+          poll && shared_->Roll(8) == 0 ? shared_->Roll(20) : 1000 + shared_->Roll(2000)));
       Channel* raw = inner_.get();
       auto alive = alive_;
       auto shared_stats = shared_;
@@ -163,6 +172,7 @@ class HostileTransport final : public Transport {
   };
 
   Transport& inner_;
+  TunnelMode mode_;
   std::shared_ptr<Shared> shared_;
 };
 

@@ -1,0 +1,164 @@
+#include "host/internal/exchange_channel.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "protocol/armor.h"
+#include "protocol/frame.h"
+
+namespace tether::internal {
+
+boost::asio::awaitable<absl::StatusOr<std::string>> RunOneShot(Transport& transport, std::vector<std::string> argv);
+
+namespace {
+
+namespace asio = boost::asio;
+
+constexpr std::size_t kMaxPollInput = 48 * 1024;      // bytes of ours per poll (in argv, base85)
+constexpr std::size_t kMaxOneShotOutput = 2 << 20;    // a reply is at most 256 KiB, armored
+constexpr int kMaxFailedPolls = 50;                   // then the relay counts as gone
+
+std::uint64_t GetU64(const char* p) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = v << 8 | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+asio::awaitable<void> CloseRelay(Transport& t, std::vector<std::string> argv) {
+  co_await RunOneShot(t, std::move(argv));
+}
+
+class ExchangeChannel final : public Channel {
+ public:
+  ExchangeChannel(Transport& t, std::string supervisor, std::string dir, std::string id)
+      : t_(t), supervisor_(std::move(supervisor)), dir_(std::move(dir)), id_(std::move(id)) {}
+
+  asio::awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
+    auto backoff = std::chrono::milliseconds(0);
+    int failed = 0;
+    while (read_head_ == read_.size()) {
+      if (closed_) co_return absl::UnavailableError("exchange channel closed");
+      if (ended_) co_return std::size_t{0};
+      if (backoff.count() > 0) {
+        asio::steady_timer timer(co_await asio::this_coro::executor, backoff);
+        co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+      }
+      read_.clear();
+      read_head_ = 0;
+      const std::size_t sent = std::min(pending_.size(), kMaxPollInput);
+      std::vector<std::string> argv;
+      argv.push_back(supervisor_);
+      argv.push_back("exchange");
+      argv.push_back(dir_);
+      argv.push_back(id_);
+      argv.push_back(absl::StrCat(in_base_));
+      argv.push_back(absl::StrCat(out_offset_));
+      if (sent > 0) argv.push_back(protocol::Base85Encode(std::string_view(pending_).substr(0, sent)));
+      absl::StatusOr<std::string> out = co_await RunOneShot(t_, std::move(argv));
+      std::string payload;
+      if (out.ok()) payload = Reply(*out);
+      if (payload.size() < 17) {
+        // Lost or damaged on the way: the same poll again (offsets make it safe).
+        if (++failed > kMaxFailedPolls) co_return absl::UnavailableError("exchange: no reply from the relay");
+        backoff = std::chrono::milliseconds(std::min<long>(200, 10 + 20L * failed));
+        continue;
+      }
+      failed = 0;
+      const std::uint64_t in_received = GetU64(payload.data());
+      const std::uint64_t from = GetU64(payload.data() + 8);
+      const auto flags = static_cast<std::uint8_t>(payload[16]);
+      if (flags & 2) co_return absl::UnavailableError("exchange: the relay is gone");
+      if (in_received > in_base_ && in_received <= in_base_ + pending_.size()) {
+        pending_.erase(0, static_cast<std::size_t>(in_received - in_base_));
+        in_base_ = in_received;
+      }
+      std::string_view data = std::string_view(payload).substr(17);
+      if (from <= out_offset_ && from + data.size() > out_offset_) {
+        read_.assign(data.substr(static_cast<std::size_t>(out_offset_ - from)));
+        out_offset_ += read_.size();
+      }
+      if ((flags & 1) && read_.empty() && from + data.size() <= out_offset_) ended_ = true;
+      backoff = read_.empty() && pending_.empty()
+                    ? std::min(std::chrono::milliseconds(200), backoff + std::chrono::milliseconds(20))
+                    : std::chrono::milliseconds(0);
+    }
+    const std::size_t take = std::min(buf.size(), read_.size() - read_head_);
+    std::memcpy(buf.data(), read_.data() + read_head_, take);
+    read_head_ += take;
+    co_return take;
+  }
+
+  asio::awaitable<absl::Status> Write(std::string_view bytes) override {
+    if (closed_) co_return absl::UnavailableError("exchange channel closed");
+    pending_.append(bytes);  // sent by the next polls
+    co_return absl::OkStatus();
+  }
+  void CloseWrite() override {}
+  // Tells the relay to let the attachment go, so that a reopen is not BUSY.
+  void Close() override {
+    if (closed_) return;
+    closed_ = true;
+    std::vector<std::string> argv;
+    argv.push_back(supervisor_);
+    argv.push_back("exchange");
+    argv.push_back(dir_);
+    argv.push_back(id_);
+    argv.push_back("close");
+    argv.push_back("0");
+    asio::co_spawn(t_.executor(), CloseRelay(t_, std::move(argv)), asio::detached);
+  }
+  std::string Diagnostics() const override { return diag_; }
+
+ private:
+  // The reply payload in a one-shot's output (the first valid armored frame).
+  std::string Reply(std::string_view text) {
+    protocol::ArmorDecoder dec(protocol::ArmorDirection::kToHost);
+    std::string frame;
+    while (dec.Decode(&text, &frame) == protocol::DecodeResult::kFrame) {
+      absl::StatusOr<std::string> payload = protocol::DecodeWholeFrame(frame);
+      if (payload.ok()) return *payload;
+    }
+    return {};
+  }
+
+  Transport& t_;
+  std::string supervisor_, dir_, id_;
+  std::string pending_;          // our bytes from in_base_ not yet confirmed by the relay
+  std::uint64_t in_base_ = 0;
+  std::uint64_t out_offset_ = 0;  // relay bytes we have
+  std::string read_;
+  std::size_t read_head_ = 0;
+  bool closed_ = false, ended_ = false;
+  std::string diag_;
+};
+
+}  // namespace
+
+asio::awaitable<absl::StatusOr<std::string>> RunOneShot(Transport& transport, std::vector<std::string> argv) {
+  absl::StatusOr<std::unique_ptr<Channel>> ch = co_await transport.Exec(std::move(argv));
+  if (!ch.ok()) co_return ch.status();
+  (*ch)->CloseWrite();
+  std::string out;
+  char buf[16384];
+  while (true) {
+    absl::StatusOr<std::size_t> n = co_await (*ch)->ReadSome({buf, sizeof buf});
+    if (!n.ok() || *n == 0) break;
+    out.append(buf, *n);
+    if (out.size() > kMaxOneShotOutput) break;
+  }
+  (*ch)->Close();
+  co_return out;
+}
+
+std::unique_ptr<Channel> MakeExchangeChannel(Transport& transport, std::string supervisor, std::string state_dir,
+                                             std::string relay_id) {
+  return std::make_unique<ExchangeChannel>(transport, std::move(supervisor), std::move(state_dir),
+                                           std::move(relay_id));
+}
+
+}  // namespace tether::internal

@@ -1,0 +1,42 @@
+// Exchange tunnel mode, for providers that can only run one-shot commands
+// and return their output (no stdin, no streaming).
+//
+// A relay process holds the attachment to the daemon (like a bridge) and
+// keeps the two byte streams with offsets: what the host sent (deduplicated
+// by offset) and what the daemon sent (kept until the host's next poll says
+// it has it). Each poll is one short command,
+//
+//   tether-supervisor exchange STATE_DIR RELAY_ID IN_OFFSET OUT_OFFSET [BASE85]
+//
+// carrying host bytes from IN_OFFSET in its argv and printing one armored
+// line (protocol/armor.h) with the daemon's bytes from OUT_OFFSET;
+// `exchange STATE_DIR RELAY_ID close` ends the relay. A poll
+// lost on the way is simply made again with the same offsets: nothing is
+// applied twice and nothing is lost. The relay listens in its own private
+// directory STATE_DIR.x-RELAY_ID and ends with the daemon or after a minute
+// without polls.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tether::supervisor {
+
+inline constexpr std::size_t kMaxExchangeReplyBytes = 256 * 1024;
+inline constexpr std::size_t kRelayBufferBytes = 4 << 20;
+inline constexpr int kRelayIdleMs = 60 * 1000;
+inline constexpr int kExchangeWaitMs = 100;  // a poll waits this long for output
+
+// Reply flags.
+inline constexpr std::uint8_t kExchangeDaemonEnded = 1;  // the daemon closed the attachment
+inline constexpr std::uint8_t kExchangeNoRelay = 2;      // no relay with this id (start one)
+
+// `relay STATE_DIR RELAY_ID`: starts a relay attached to the daemon, prints
+// "tether-relay-ok" and returns (the relay runs on, detached).
+int RelayMain(const std::string& state_dir, const std::string& id);
+// Starts the relay for an already connected daemon socket.
+int StartRelay(int daemon_sock, const std::string& state_dir, const std::string& id);
+int ExchangeMain(const std::string& state_dir, const std::string& id, const std::string& in_offset,
+                 const std::string& out_offset, const std::string& data_base85);
+
+}  // namespace tether::supervisor

@@ -4,6 +4,7 @@
 #include <optional>
 #include <set>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -19,6 +20,7 @@ namespace {
 
 constexpr std::size_t kMaxScriptOutput = 64 * 1024;
 constexpr std::size_t kUploadPiece = 64 * 1024;
+constexpr std::size_t kTextPiece = 48 * 1024;  // raw bytes per command line (64 KiB of base64)
 
 // The sandbox's sha256sum, from coreutils or busybox.
 constexpr char kSha256[] =
@@ -95,6 +97,11 @@ class CommandTransport final : public Transport {
     if (!absl::StrContains(*have, "tether-need")) {
       co_return absl::UnavailableError(absl::StrCat("checking ", path, " in the sandbox failed: ", *have, Diag()));
     }
+    if (o_.tunnel != TunnelMode::kBinary) {
+      absl::Status st = co_await PutAsText(path, bytes, mode, hash);
+      if (st.ok()) installed_.insert(key);
+      co_return st;
+    }
     // Exact bytes into a temporary file, checked, then renamed into place.
     const std::string script = absl::StrCat(
         kSha256, "umask 077; f=", q, "; t=\"$f.tmp.$$\"; head -c ", bytes.size(), " > \"$t\" && ",
@@ -116,6 +123,44 @@ class CommandTransport final : public Transport {
     std::vector<std::string> argv = o_.prefix;
     argv.push_back(line);
     return internal::SpawnChannel(ex_, argv, "");
+  }
+
+  // For channels that carry only text (or only one-shot commands): base64
+  // pieces in the command lines, each into its own file (so a piece sent
+  // twice after a lost answer changes nothing), joined, decoded, checked and
+  // renamed into place.
+  asio::awaitable<absl::Status> PutAsText(const std::string& path, std::string_view bytes, int mode,
+                                          const std::string& hash) {
+    const std::string q = ShellQuote(path);
+    const std::string tmp = absl::StrCat(path, ".up.", hash.substr(0, 16));
+    const std::string qt = ShellQuote(tmp);
+    std::vector<std::string> parts;
+    for (std::size_t off = 0, n = 0; off < bytes.size(); off += kTextPiece, ++n) {
+      const std::string part = absl::StrCat(tmp, ".", n);
+      parts.push_back(ShellQuote(part));
+      const std::string script = absl::StrCat("umask 077; printf '%s' '",
+                                              absl::Base64Escape(std::string(bytes.substr(off, kTextPiece))),
+                                              "' > ", ShellQuote(part), " && echo tether-part-ok");
+      bool ok = false;
+      for (int attempt = 0; attempt < 5 && !ok; ++attempt) {
+        absl::StatusOr<std::string> out = co_await RunScript(script, "");
+        ok = out.ok() && absl::StrContains(*out, "tether-part-ok");
+      }
+      if (!ok) co_return absl::UnavailableError(absl::StrCat("uploading ", path, " as text failed", Diag()));
+      if (o_.upload_progress) o_.upload_progress(std::min(off + kTextPiece, bytes.size()), bytes.size());
+    }
+    const std::string finish = absl::StrCat(
+        kSha256, "umask 077; f=", q, "; t=", qt, "; cat ", absl::StrJoin(parts, " "), " | base64 -d > \"$t\"; ",
+        "rm -f ", absl::StrJoin(parts, " "), "; h=$($S < \"$t\" | cut -c1-64); if [ \"$h\" = ", hash,
+        " ]; then chmod ", absl::StrCat(absl::Dec(mode >> 6 & 7), absl::Dec(mode >> 3 & 7), absl::Dec(mode & 7)),
+        " \"$t\" && mv -f \"$t\" \"$f\" && echo tether-put-ok; else rm -f \"$t\"; echo \"tether-put-bad $h\"; fi");
+    absl::StatusOr<std::string> out = co_await RunScript(finish, "");
+    if (!out.ok()) co_return out.status();
+    if (!absl::StrContains(*out, "tether-put-ok")) {
+      co_return absl::DataLossError(absl::StrCat("uploading ", path, " as text (", bytes.size(), " bytes, sha256 ",
+                                                 hash, ") failed: the sandbox said: ", *out, Diag()));
+    }
+    co_return absl::OkStatus();
   }
 
   // Runs `script` with `input` on its stdin; returns its stdout (bounded).

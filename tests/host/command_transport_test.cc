@@ -184,6 +184,47 @@ TEST_CASE("an upload corrupted on the way fails its sha256 check and installs no
   });
 }
 
+TEST_CASE("through a channel whose input passes only printable text, the upload goes as text and bytes stay exact") {
+  Scratch s;
+  // Everything the host sends loses its non-text bytes (a text-only API).
+  const std::string filter = "stdbuf -o0 tr -cd '\\11\\12\\15\\40-\\176' | sh -c \"$1\"";
+  asio::io_context io;
+  CommandOptions o;
+  o.prefix = s.Prefix(filter);
+  o.tunnel = TunnelMode::kText;
+  auto t = MakeCommandTransport(io.get_executor(), o);
+  REQUIRE(t.ok());
+  bool done = false;
+  asio::co_spawn(io, [&]() -> awaitable<void> {
+    const std::string out = co_await RunToEnd(**t, PrintArgs());
+    CHECK(out == "[it's][a \"b\" $HOME `x` \\ \n\t][][*]");
+    CHECK(absl::StrContains(s.Log(), "base64 -d"));  // uploaded as text
+    CHECK(!absl::StrContains(s.Log(), "head -c"));
+    StartOptions so;
+    so.argv = {"sh", "-c", "printf '\\000\\377'; cat"};
+    so.stdin_pipe = true;
+    so.output_mode = OutputMode::kStream;
+    so.output_format = OutputFormat::kBytes;
+    auto p = co_await Process::Start(**t, so);
+    REQUIRE(p.ok());
+    CHECK((co_await (*p)->Write(std::string("\0\x01\xfe\xff", 4))).ok());
+    CHECK((co_await (*p)->CloseStdin()).ok());
+    std::string got;
+    while (true) {
+      auto c = co_await (*p)->Read();
+      REQUIRE(c.ok());
+      if (!*c) break;
+      got += (*c)->bytes;
+    }
+    CHECK(got == std::string("\0\xff\0\x01\xfe\xff", 6));
+    done = true;
+  }, [](std::exception_ptr e) {
+    if (e) std::rethrow_exception(e);
+  });
+  io.run();
+  CHECK(done);
+}
+
 TEST_CASE("the library carries both supervisors; TETHER_SUPERVISOR_DIR overrides them") {
   const char* dir = std::getenv("TETHER_SUPERVISOR_DIR");
   REQUIRE(dir != nullptr);

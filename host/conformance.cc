@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "host/errors.h"
+#include "host/internal/forwarding_transport.h"
 #include "host/process.h"
 #include "host/reference.h"
 
@@ -159,24 +160,16 @@ std::string Seq(int n) {
 
 // A transport whose channels deliver our writes `delay` late: a slow native
 // channel (for setup timeouts and cancellation).
-class DelayedTransport final : public Transport {
+class DelayedTransport final : public internal::ForwardingTransport {
  public:
-  DelayedTransport(Transport& inner, milliseconds delay) : inner_(inner), delay_(delay) {}
-  TunnelMode tunnel() const override { return inner_.tunnel(); }
-  std::string_view name() const override { return inner_.name(); }
-  std::string sandbox_id() const override { return inner_.sandbox_id(); }
-  asio::any_io_executor executor() const override { return inner_.executor(); }
-  awaitable<absl::StatusOr<SandboxInfo>> Probe() override { co_return co_await inner_.Probe(); }
-  awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
-    co_return co_await inner_.PutFile(std::move(path), bytes, mode);
-  }
+  DelayedTransport(Transport& inner, milliseconds delay) : ForwardingTransport(inner), delay_(delay) {}
   awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
-    if (inner_.tunnel() == TunnelMode::kExchange) {
+    if (inner().tunnel() == TunnelMode::kExchange) {
       // One-shot commands: this one runs late, and its answer is lost.
-      asio::co_spawn(co_await asio::this_coro::executor, RunLate(inner_, std::move(argv), delay_), asio::detached);
+      asio::co_spawn(co_await asio::this_coro::executor, RunLate(inner(), std::move(argv), delay_), asio::detached);
       co_return std::unique_ptr<Channel>(new Silent());
     }
-    auto ch = co_await inner_.Exec(std::move(argv));
+    auto ch = co_await inner().Exec(std::move(argv));
     if (!ch.ok()) co_return ch.status();
     co_return std::unique_ptr<Channel>(new Delayed(*std::move(ch), delay_));
   }
@@ -238,7 +231,6 @@ class DelayedTransport final : public Transport {
     milliseconds delay_;
   };
 
-  Transport& inner_;
   milliseconds delay_;
 };
 

@@ -19,11 +19,12 @@
 #include <random>
 #include <string>
 
+#include "host/internal/forwarding_transport.h"
 #include "host/transport.h"
 
 namespace tether::testing {
 
-class HostileTransport final : public Transport {
+class HostileTransport final : public internal::ForwardingTransport {
  public:
   struct Stats {
     std::uint64_t connections = 0, cuts = 0, replayed_bytes = 0, noise_lines = 0, echoed_lines = 0;
@@ -32,26 +33,19 @@ class HostileTransport final : public Transport {
   // `mode`: kText, or kExchange (one-shot commands: the same damage to
   // each command's output, and cuts that lose a poll's answer).
   HostileTransport(Transport& inner, std::uint64_t seed, TunnelMode mode = TunnelMode::kText)
-      : inner_(inner), mode_(mode), shared_(std::make_shared<Shared>()) {
+      : ForwardingTransport(inner), mode_(mode), shared_(std::make_shared<Shared>()) {
     shared_->rng.seed(seed);
   }
   TunnelMode tunnel() const override { return mode_; }
-  std::string_view name() const override { return inner_.name(); }
-  std::string sandbox_id() const override { return inner_.sandbox_id(); }
-  boost::asio::any_io_executor executor() const override { return inner_.executor(); }
-  boost::asio::awaitable<absl::StatusOr<SandboxInfo>> Probe() override { co_return co_await inner_.Probe(); }
-  boost::asio::awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
-    co_return co_await inner_.PutFile(std::move(path), bytes, mode);
-  }
   boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
     // Exchange polls may also be cut at once (their answer lost): a poll is
     // made again safely. Setup commands are cut only after 1-3 s, as
     // everything else.
     const bool poll = argv.size() > 1 && argv[1] == "exchange";
-    auto ch = co_await inner_.Exec(std::move(argv));
+    auto ch = co_await inner().Exec(std::move(argv));
     if (!ch.ok()) co_return ch.status();
     ++shared_->stats.connections;
-    co_return std::unique_ptr<Channel>(new HostileChannel(*std::move(ch), shared_, inner_.executor(), poll));
+    co_return std::unique_ptr<Channel>(new HostileChannel(*std::move(ch), shared_, inner().executor(), poll));
   }
   const Stats& stats() const { return shared_->stats; }
 
@@ -171,7 +165,6 @@ class HostileTransport final : public Transport {
     std::size_t out_head_ = 0;
   };
 
-  Transport& inner_;
   TunnelMode mode_;
   std::shared_ptr<Shared> shared_;
 };

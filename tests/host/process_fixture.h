@@ -22,6 +22,7 @@
 
 #include "host/errors.h"
 #include "host/local_transport.h"
+#include "host/internal/forwarding_transport.h"
 #include "host/process.h"
 
 namespace tether::testing {
@@ -160,18 +161,11 @@ inline std::string Seq(int n) {
 
 // A transport whose channels hold every write back for `delay`: a slow
 // native channel, for setup timeouts.
-class SlowTransport final : public Transport {
+class SlowTransport final : public internal::ForwardingTransport {
  public:
-  SlowTransport(Transport& inner, std::chrono::milliseconds delay) : inner_(inner), delay_(delay) {}
-  std::string_view name() const override { return inner_.name(); }
-  std::string sandbox_id() const override { return inner_.sandbox_id(); }
-  asio::any_io_executor executor() const override { return inner_.executor(); }
-  awaitable<absl::StatusOr<SandboxInfo>> Probe() override { co_return co_await inner_.Probe(); }
-  awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
-    co_return co_await inner_.PutFile(std::move(path), bytes, mode);
-  }
+  SlowTransport(Transport& inner, std::chrono::milliseconds delay) : ForwardingTransport(inner), delay_(delay) {}
   awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
-    auto ch = co_await inner_.Exec(std::move(argv));
+    auto ch = co_await inner().Exec(std::move(argv));
     if (!ch.ok()) co_return ch.status();
     co_return std::unique_ptr<Channel>(new SlowChannel(*std::move(ch), delay_));
   }
@@ -221,24 +215,16 @@ class SlowTransport final : public Transport {
     std::chrono::milliseconds delay_;
   };
 
-  Transport& inner_;
   std::chrono::milliseconds delay_;
 };
 
 // A transport whose channels can start swallowing writes (a black hole on
 // the way to the supervisor) and be cut: a connection lost mid-request.
-class LossyTransport final : public Transport {
+class LossyTransport final : public internal::ForwardingTransport {
  public:
-  explicit LossyTransport(Transport& inner) : inner_(inner) {}
-  std::string_view name() const override { return inner_.name(); }
-  std::string sandbox_id() const override { return inner_.sandbox_id(); }
-  asio::any_io_executor executor() const override { return inner_.executor(); }
-  awaitable<absl::StatusOr<SandboxInfo>> Probe() override { co_return co_await inner_.Probe(); }
-  awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
-    co_return co_await inner_.PutFile(std::move(path), bytes, mode);
-  }
+  explicit LossyTransport(Transport& inner) : ForwardingTransport(inner) {}
   awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
-    auto ch = co_await inner_.Exec(std::move(argv));
+    auto ch = co_await inner().Exec(std::move(argv));
     if (!ch.ok()) co_return ch.status();
     auto lossy = std::make_unique<LossyChannel>(*std::move(ch), &drop_);
     last_ = lossy.get();
@@ -268,7 +254,6 @@ class LossyTransport final : public Transport {
     const bool* drop_;
   };
 
-  Transport& inner_;
   bool drop_ = false;
   LossyChannel* last_ = nullptr;
 };

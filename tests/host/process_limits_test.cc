@@ -13,6 +13,7 @@
 
 #include "host/errors.h"
 #include "host/output_helpers.h"
+#include "host/internal/forwarding_transport.h"
 #include "host/process.h"
 #include "tests/host/process_fixture.h"
 
@@ -315,28 +316,21 @@ TEST_CASE("an aborted wait returns WAIT_ABORTED to that waiter only") {
 
 // A transport whose Probe takes `delay`: a setup that is slow before the
 // launch is dispatched.
-class SlowProbeTransport final : public Transport {
+class SlowProbeTransport final : public internal::ForwardingTransport {
  public:
-  SlowProbeTransport(Transport& inner, milliseconds delay) : inner_(inner), delay_(delay) {}
-  std::string_view name() const override { return inner_.name(); }
-  std::string sandbox_id() const override { return inner_.sandbox_id(); }
-  asio::any_io_executor executor() const override { return inner_.executor(); }
+  SlowProbeTransport(Transport& inner, milliseconds delay) : ForwardingTransport(inner), delay_(delay) {}
   awaitable<absl::StatusOr<SandboxInfo>> Probe() override {
     asio::steady_timer t(co_await asio::this_coro::executor, delay_);
     co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-    co_return co_await inner_.Probe();
-  }
-  awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
-    co_return co_await inner_.PutFile(std::move(path), bytes, mode);
+    co_return co_await inner().Probe();
   }
   awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
     ++execs;
-    co_return co_await inner_.Exec(std::move(argv));
+    co_return co_await inner().Exec(std::move(argv));
   }
   int execs = 0;
 
  private:
-  Transport& inner_;
   milliseconds delay_;
 };
 

@@ -1,0 +1,32 @@
+// A Transport that forwards every call to another one: the base of
+// decorators that change one thing about a channel (delays, losses, damage)
+// for tests and the conformance suite.
+#pragma once
+
+#include "host/transport.h"
+
+namespace tether::internal {
+
+class ForwardingTransport : public Transport {
+ public:
+  explicit ForwardingTransport(Transport& inner) : inner_(inner) {}
+  TunnelMode tunnel() const override { return inner_.tunnel(); }
+  std::string_view name() const override { return inner_.name(); }
+  std::string sandbox_id() const override { return inner_.sandbox_id(); }
+  boost::asio::any_io_executor executor() const override { return inner_.executor(); }
+  boost::asio::awaitable<absl::StatusOr<SandboxInfo>> Probe() override { co_return co_await inner_.Probe(); }
+  boost::asio::awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
+    co_return co_await inner_.PutFile(std::move(path), bytes, mode);
+  }
+  boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
+    co_return co_await inner_.Exec(std::move(argv));
+  }
+
+ protected:
+  Transport& inner() const { return inner_; }
+
+ private:
+  Transport& inner_;
+};
+
+}  // namespace tether::internal

@@ -585,6 +585,34 @@ awaitable<absl::Status> AbortedWait(Transport& t) {
   co_return absl::OkStatus();
 }
 
+awaitable<absl::Status> DetachLeavesItRunning(Transport& t) {
+  StartOptions o = Opts(V("sh", "-c", "seq 1 50000; read x; echo \"in:$x\""));
+  o.stdin_pipe = true;
+  absl::StatusOr<std::unique_ptr<Process>> p = co_await Process::Start(t, o);
+  CONF_EXPECT(p.ok(), p.status().ToString());
+  absl::StatusOr<std::string> ref = (*p)->Reference();
+  CONF_EXPECT(ref.ok(), ref.status().ToString());
+  co_await Sleep(milliseconds(200));
+  CONF_EXPECT((co_await (*p)->Detach()).ok(), "detach");
+  CONF_EXPECT((co_await (*p)->Detach()).ok(), "a second detach");
+  auto c = co_await (*p)->Read();
+  CONF_EXPECT(c.ok() && !*c, "output after detach");
+  CONF_EXPECT(ErrorCodeOf(co_await (*p)->Write("x")) == ErrorCode::kInputClosed, "input after detach");
+  p->reset();
+  // Not killed: another handle finds it running and finishes it.
+  absl::StatusOr<std::unique_ptr<Process>> q = co_await Process::Reopen(t, *ref);
+  CONF_EXPECT(q.ok(), q.status().ToString());
+  absl::StatusOr<ProcessStatus> st = co_await (*q)->Status();
+  CONF_EXPECT(st.ok() && st->state == ProcessStatus::State::kRunning, "not running after detach");
+  CONF_EXPECT((co_await WriteAll(**q, "bye\n")).ok(), "write");
+  Ran r;
+  co_await ReadAll(**q, &r);
+  CONF_EXPECT(absl::EndsWith(r.out, "in:bye\n"), Show(r.out));
+  auto e = co_await (*q)->Wait();
+  CONF_EXPECT(e.ok() && e->code == 0, "exit");
+  co_return absl::OkStatus();
+}
+
 struct Case {
   const char* name;
   const char* capability;
@@ -611,6 +639,7 @@ constexpr Case kCases[] = {
     {"pty.eof", "pty", PtyEof},
     {"wait.aborted", "core", AbortedWait},
     {"reopen.disconnect", "reopen", DisconnectReopen},
+    {"reopen.after_detach", "reopen", DetachLeavesItRunning},
     {"reopen.after_cut", "reopen", ReopenAfterCut},
     {"reopen.one_attachment", "reopen", OneAttachment},
     {"reopen.bad_references", "core", BadReferences},

@@ -594,8 +594,9 @@ absl::StatusOr<std::uint64_t> Daemon::Attach(const std::shared_ptr<Attachment>& 
 void Daemon::Detached(const Attachment* a, bool lost) {
   if (attachment_.lock().get() != a) return;
   attachment_.reset();
-  hold_output_ = lost;
-  if (lost) {
+  // (Not once shut down: a pending timer would keep the daemon alive.)
+  hold_output_ = lost && !shut_down_ && !exit_;
+  if (hold_output_) {
     const unsigned lease = config_.launch.lease_ms() ? config_.launch.lease_ms() : kLeaseMs;
     hold_timer_.expires_after(milliseconds(lease));
     hold_timer_.async_wait([this](boost::system::error_code ec) {

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <limits.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -38,9 +40,14 @@ struct Pipe {
     buf.resize(old + (n > 0 ? static_cast<std::size_t>(n) : 0));
     return n;
   }
+  // Called after poll() said `fd` is writable. A socket takes a
+  // non-blocking send; a pipe gets at most PIPE_BUF bytes, which a writable
+  // pipe takes without blocking. (Our stdio is never made O_NONBLOCK: it may
+  // be shared with other processes of the channel, e.g. a filter in a shell
+  // pipeline, and the flag belongs to the shared file description.)
   ssize_t Drain(int fd, bool socket) {
-    const ssize_t n = socket ? ::send(fd, buf.data() + head, size(), MSG_NOSIGNAL)
-                             : ::write(fd, buf.data() + head, size());
+    const ssize_t n = socket ? ::send(fd, buf.data() + head, size(), MSG_NOSIGNAL | MSG_DONTWAIT)
+                             : ::write(fd, buf.data() + head, std::min<std::size_t>(size(), PIPE_BUF));
     if (n > 0) head += static_cast<std::size_t>(n);
     if (head == buf.size()) {
       buf.clear();
@@ -69,9 +76,11 @@ void WriteFrameToHost(std::string_view frame, bool text) {
 
 int RunBridge(int sock, std::string upstream, bool text) {
   ::signal(SIGPIPE, SIG_IGN);
-  SetNonBlocking(0);
-  SetNonBlocking(1);
+  // stdin and stdout stay blocking (see Pipe::Drain); only our own socket to
+  // the daemon is non-blocking.
   SetNonBlocking(sock);
+  struct stat out_st {};
+  const bool stdout_socket = ::fstat(1, &out_st) == 0 && S_ISSOCK(out_st.st_mode);
   Pipe up, down;
   // Text mode: armored lines in from the host, frames re-armored out to it.
   protocol::ArmorDecoder armor_in(protocol::ArmorDirection::kToSupervisor);
@@ -149,7 +158,7 @@ int RunBridge(int sock, std::string upstream, bool text) {
       }
     }
     if ((p[1].revents & (POLLOUT | POLLERR | POLLHUP)) && !down.empty()) {
-      const ssize_t n = down.Drain(1, false);
+      const ssize_t n = down.Drain(1, stdout_socket);
       if (n < 0 && !Transient(n)) return 1;  // the host's side is gone
     }
   }

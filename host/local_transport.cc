@@ -1,21 +1,10 @@
 #include "host/local_transport.h"
 
 #include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/write.hpp>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -25,18 +14,11 @@
 #include "absl/strings/str_cat.h"
 #include "host/internal/spawn.h"
 
-extern char** environ;
-
 namespace tether {
 namespace {
 
 namespace asio = boost::asio;
-constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
-constexpr std::size_t kDiagnosticsBytes = 4096;
-
-absl::Status ErrnoStatus(const std::string& what, int err) {
-  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(err)));
-}
+using internal::ErrnoStatus;
 
 absl::Status EnsurePrivateDir(const std::string& path) {
   const mode_t old = ::umask(077);

@@ -186,8 +186,7 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   bool backpressure = true;
   bool text = false;
   std::uint64_t output_left = std::numeric_limits<std::uint64_t>::max();  // finite mode's cap
-  bool finite = false;
-  std::uint64_t finite_limit = 0;
+  std::uint64_t finite_limit = 0;  // finite mode's cap; 0 in stream mode
   // Set once output observation stops (OUTPUT_CAPACITY); later output is
   // discarded but still acknowledged, so the child never blocks on us.
   absl::Status output_error;
@@ -237,7 +236,10 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   bool reconnect = false;
   std::chrono::milliseconds reconnect_timeout{30000};
   std::uint64_t reconnects = 0;
-  std::string stdin_unacked;  // bytes from stdin_acked to stdin_sent, for a resend
+  // Copies of sent, unacknowledged input (offsets stdin_copy_base..stdin_sent),
+  // for a resend after a reconnect.
+  std::string stdin_unacked;
+  std::uint64_t stdin_copy_base = 0;
 
   void Fail(absl::Status st) {
     if (failed.ok()) failed = std::move(st);
@@ -367,7 +369,11 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
           return absl::DataLossError(absl::StrCat("stdin ack at ", a.offset(), ", but ", stdin_sent,
                                                   " bytes were sent and ", stdin_acked, " acked"));
         }
-        stdin_unacked.erase(0, static_cast<std::size_t>(a.offset() - stdin_acked));
+        if (a.offset() > stdin_copy_base) {
+          const std::uint64_t drop = std::min<std::uint64_t>(a.offset() - stdin_copy_base, stdin_unacked.size());
+          stdin_unacked.erase(0, static_cast<std::size_t>(drop));
+          stdin_copy_base += drop;
+        }
         stdin_acked = a.offset();
         stdin_eof_acked = stdin_eof_acked || a.eof();
         stdin_closed_by_child = stdin_closed_by_child || a.closed_by_child();
@@ -530,9 +536,9 @@ asio::awaitable<bool> Process::State::Reconnect() {
 // lacks (it drops what it already has, by offset and id).
 void Process::State::ResendAfterReconnect(const wire::Welcome& welcome) {
   stdin_window = welcome.stdin_window_bytes();
-  const std::uint64_t have = std::max(welcome.state().stdin_received(), stdin_acked);
+  const std::uint64_t have = std::max(welcome.state().stdin_received(), stdin_copy_base);
   for (std::uint64_t off = have; off < stdin_sent;) {
-    const std::size_t from = static_cast<std::size_t>(off - stdin_acked);
+    const std::size_t from = static_cast<std::size_t>(off - stdin_copy_base);
     const std::size_t n = std::min<std::size_t>(kMaxWriteBytes, stdin_unacked.size() - from);
     if (n == 0) break;
     wire::Envelope env;
@@ -780,8 +786,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   state->unread_limit = options.output_window_bytes;
   state->backpressure = options.backpressure;
   state->text = options.output_format == OutputFormat::kText;
-  state->finite = options.output_mode == OutputMode::kFinite;
-  if (state->finite) {
+  if (options.output_mode == OutputMode::kFinite) {
     state->finite_limit = state->output_left = options.max_output_bytes ? options.max_output_bytes : kMaxFiniteOutputBytes;
   }
   state->pty = options.pty.has_value();
@@ -817,7 +822,6 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
   state->unread_limit = ref->window_bytes ? ref->window_bytes : kDefaultOutputWindowBytes;
   state->window = ref->pty ? state->unread_limit : state->unread_limit / 2;
   if (ref->output_left >= 0) {
-    state->finite = true;
     state->finite_limit = state->output_left = static_cast<std::uint64_t>(ref->output_left);
   }
   state->received[0] = state->consumed[0] = state->acked[0] = ref->stdout_offset;
@@ -853,11 +857,8 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
   state->stdin_eof_acked = welcome->state().stdin_closed();
   state->transport = &transport;
   state->reconnect = transport.tunnel() != TunnelMode::kBinary;
-  if (state->stdin_sent > state->stdin_acked) {
-    // Bytes the supervisor holds but has not written: we cannot resend them
-    // after a reconnect, and need not (it keeps them).
-    state->stdin_unacked.assign(static_cast<std::size_t>(state->stdin_sent - state->stdin_acked), '\0');
-  }
+  // What the supervisor holds but has not written yet it keeps: no copies.
+  state->stdin_copy_base = state->stdin_sent;
   if (absl::Status st = state->Begin(*welcome); !st.ok()) co_return st;
   co_return std::unique_ptr<Process>(new Process(std::move(state)));
 }
@@ -1157,7 +1158,7 @@ absl::StatusOr<std::string> Process::Reference() const {
   r.text = s.text;
   r.backpressure = s.backpressure;
   r.window_bytes = s.pty ? s.window : 2 * s.window;
-  r.output_left = s.finite ? static_cast<std::int64_t>(s.output_left) : -1;
+  r.output_left = s.finite_limit != 0 ? static_cast<std::int64_t>(s.output_left) : -1;
   // Bytes consumed but held back undecoded (text) are not delivered yet.
   r.stdout_offset = s.consumed[0] - s.carry[0].size();
   r.stderr_offset = s.consumed[1] - s.carry[1].size();

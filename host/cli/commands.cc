@@ -403,21 +403,25 @@ int StartCommand(const RunArgs& args) {
   });
 }
 
+// Prints "tether COMMAND: why" and the usage; returns kExitUsage.
+int UsageError(const std::string& command, const absl::Status& why) {
+  std::fprintf(stderr, "tether %s: %s\n%s", command.c_str(), std::string(why.message()).c_str(), kUsage);
+  return kExitUsage;
+}
+
 int ReferenceCommand(const std::string& command, const std::vector<std::string>& all_args) {
   ProviderArgs provider;
   std::size_t first = 0;
   while (first < all_args.size()) {
     absl::StatusOr<bool> p = ParseProviderOption(all_args, &first, &provider);
     if (!p.ok()) {
-      std::fprintf(stderr, "tether %s: %s\n%s", command.c_str(), std::string(p.status().message()).c_str(), kUsage);
-      return kExitUsage;
+      return UsageError(command, p.status());
     }
     if (!*p) break;
     ++first;
   }
   if (absl::Status st = CheckProviderArgs(provider); !st.ok()) {
-    std::fprintf(stderr, "tether %s: %s\n%s", command.c_str(), std::string(st.message()).c_str(), kUsage);
-    return kExitUsage;
+    return UsageError(command, st);
   }
   const std::vector<std::string> args(all_args.begin() + static_cast<std::ptrdiff_t>(first), all_args.end());
   const std::size_t want = command == "signal" ? 2 : 1;
@@ -502,8 +506,7 @@ int ConformanceCommand(const std::vector<std::string>& args) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     absl::StatusOr<bool> p = ParseProviderOption(args, &i, &provider);
     if (!p.ok()) {
-      std::fprintf(stderr, "tether conformance: %s\n%s", std::string(p.status().message()).c_str(), kUsage);
-      return kExitUsage;
+      return UsageError("conformance", p.status());
     }
     if (*p) continue;
     if (args[i] == "--only" && i + 1 < args.size()) {
@@ -514,8 +517,7 @@ int ConformanceCommand(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   if (absl::Status st = CheckProviderArgs(provider); !st.ok()) {
-    std::fprintf(stderr, "tether conformance: %s\n%s", std::string(st.message()).c_str(), kUsage);
-    return kExitUsage;
+    return UsageError("conformance", st);
   }
   std::printf("%-32s %-8s %-12s %8s  %s\n", "case", "needs", "result", "seconds", "detail");
   std::fflush(stdout);

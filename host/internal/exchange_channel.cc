@@ -112,7 +112,7 @@ class ExchangeChannel final : public Channel {
     argv.push_back("0");
     asio::co_spawn(t_.executor(), CloseRelay(t_, std::move(argv)), asio::detached);
   }
-  std::string Diagnostics() const override { return diag_; }
+  std::string Diagnostics() const override { return {}; }  // each poll is its own command
 
  private:
   // The reply payload in a one-shot's output (the first valid armored frame).
@@ -134,7 +134,6 @@ class ExchangeChannel final : public Channel {
   std::string read_;
   std::size_t read_head_ = 0;
   bool closed_ = false, ended_ = false;
-  std::string diag_;
 };
 
 }  // namespace

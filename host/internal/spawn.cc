@@ -28,10 +28,6 @@ namespace asio = boost::asio;
 constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t kDiagnosticsBytes = 4096;
 
-absl::Status ErrnoStatus(const std::string& what, int err) {
-  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(err)));
-}
-
 class LocalChannel final : public Channel {
  public:
   // `stdio` is our end of a socketpair that is the command's stdin and
@@ -107,6 +103,10 @@ class LocalChannel final : public Channel {
 };
 
 }  // namespace
+
+absl::Status ErrnoStatus(const std::string& what, int err) {
+  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(err)));
+}
 
 absl::StatusOr<std::unique_ptr<Channel>> SpawnChannel(const asio::any_io_executor& ex,
                                                     const std::vector<std::string>& argv,

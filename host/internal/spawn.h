@@ -14,6 +14,9 @@
 
 namespace tether::internal {
 
+// UNAVAILABLE "what: strerror(err)".
+absl::Status ErrnoStatus(const std::string& what, int err);
+
 // argv[0] is looked up in PATH when it has no slash. The command gets its own
 // process group (a terminal's Ctrl-C is for the application to forward), a
 // clean signal mask and default dispositions, and runs in `cwd` if set.

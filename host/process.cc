@@ -180,7 +180,7 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   std::uint64_t consumed[2] = {0, 0};
   std::uint64_t acked[2] = {0, 0};
   bool eof[2] = {false, false};
-  std::size_t window = kDefaultOutputWindowBytes / 2;  // credit per stream
+  std::size_t window = kDefaultOutputWindowBytes;  // credit, shared by both streams
   std::size_t unread_limit = kDefaultOutputWindowBytes;  // without backpressure
   std::size_t queued_bytes = 0;                          // in `queue`
   bool backpressure = true;
@@ -290,10 +290,12 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   }
 
   // Queues received output for Read(), within the unread limits.
-  void Enqueue(int i, std::uint64_t offset, std::string_view data) {
+  // Takes `data` by value: a received frame's data is moved, not copied.
+  void Enqueue(int i, std::uint64_t offset, std::string data) {
     if (!output_error.ok() || data.empty()) return;  // observation stopped: discarded
     if (data.size() > output_left) {
-      Enqueue(i, offset, data.substr(0, static_cast<std::size_t>(output_left)));
+      data.resize(static_cast<std::size_t>(output_left));
+      Enqueue(i, offset, std::move(data));
       StopOutput(OutputCapacityError(absl::StrCat(
           "finite output reached its limit of ", finite_limit,
           " bytes; the rest is discarded and the process keeps running (start it in stream mode to read "
@@ -320,10 +322,10 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
         }
       }
     }
-    queue.push_back(OutputChunk{stream, offset, std::string(data)});
+    queue.push_back(OutputChunk{stream, offset, std::move(data)});
   }
 
-  absl::Status HandleOutput(const wire::Output& o) {
+  absl::Status HandleOutput(wire::Output& o) {
     const int i = StreamIndex(o.stream(), pty);
     if (i < 0) return absl::DataLossError(absl::StrCat("output on unknown stream ", o.stream()));
     const std::uint64_t end = o.offset() + o.data().size();
@@ -334,14 +336,17 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
     }
     if (end > received[i]) {
       const std::size_t skip = static_cast<std::size_t>(received[i] - o.offset());  // replayed prefix
-      // The supervisor may run at most `window` ahead of our last ack.
-      if (end - acked[i] > window) {
+      // The supervisor may run at most `window` ahead of our last acks
+      // (both streams together).
+      if (end - acked[i] + received[1 - i] - acked[1 - i] > window) {
         return absl::DataLossError(absl::StrCat(
             "supervisor sent beyond the ", window, "-byte output window it was granted"));
       }
       const std::uint64_t start = received[i];
       received[i] = end;
-      Enqueue(i, start, std::string_view(o.data()).substr(skip));
+      std::string data = std::move(*o.mutable_data());
+      if (skip > 0) data.erase(0, skip);
+      Enqueue(i, start, std::move(data));
       MaybeAck();
     }
     if (o.eof()) {
@@ -351,7 +356,7 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
     return absl::OkStatus();
   }
 
-  absl::Status Handle(const wire::Envelope& env) {
+  absl::Status Handle(wire::Envelope& env) {
     if (env.generation() < session->generation()) {
       return absl::OkStatus();  // replayed by a text channel from an earlier attachment
     }
@@ -361,7 +366,7 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
     }
     switch (env.body_case()) {
       case wire::Envelope::kOutput:
-        return HandleOutput(env.output());
+        return HandleOutput(*env.mutable_output());
       case wire::Envelope::kStdinAck: {
         const wire::StdinAck& a = env.stdin_ack();
         if (a.offset() < stdin_acked) return absl::OkStatus();  // an old ack, replayed
@@ -727,7 +732,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   wire::Hello hello;
   hello.set_secret(secret);
   // The credit is per stream; a pipe process has two streams.
-  const std::size_t window = options.pty ? options.output_window_bytes : options.output_window_bytes / 2;
+  const std::size_t window = options.output_window_bytes;
   hello.set_window_bytes(window);
   // Setup deadline: the attach races a timer; whichever loses is cancelled
   // (the channel's pending read with it), so a stuck channel cannot hold us.
@@ -820,7 +825,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
   state->text = ref->text;
   state->backpressure = ref->backpressure;
   state->unread_limit = ref->window_bytes ? ref->window_bytes : kDefaultOutputWindowBytes;
-  state->window = ref->pty ? state->unread_limit : state->unread_limit / 2;
+  state->window = state->unread_limit;
   if (ref->output_left >= 0) {
     state->finite_limit = state->output_left = static_cast<std::uint64_t>(ref->output_left);
   }
@@ -1157,7 +1162,7 @@ absl::StatusOr<std::string> Process::Reference() const {
   r.pty = s.pty;
   r.text = s.text;
   r.backpressure = s.backpressure;
-  r.window_bytes = s.pty ? s.window : 2 * s.window;
+  r.window_bytes = s.window;
   r.output_left = s.finite_limit != 0 ? static_cast<std::int64_t>(s.output_left) : -1;
   // Bytes consumed but held back undecoded (text) are not delivered yet.
   r.stdout_offset = s.consumed[0] - s.carry[0].size();

@@ -19,7 +19,7 @@ namespace tether {
 
 namespace wire = ::tether::wire;
 
-inline constexpr std::size_t kSessionReadBytes = 64 * 1024;
+inline constexpr std::size_t kSessionReadBytes = 256 * 1024;
 
 class Session : public std::enable_shared_from_this<Session> {
  public:

@@ -29,6 +29,16 @@ namespace wire = ::tether::wire;
 void AppendEnvelope(const wire::Envelope& env, Compression compression, std::string* out);
 std::string EncodeEnvelope(const wire::Envelope& env, Compression compression = Compression::kNone);
 
+// The frame header and Envelope prefix of an uncompressed Output frame whose
+// `data` (data_len > 0 bytes, eof false) follows as the frame's last bytes,
+// so that the supervisor can send output straight from its ring with one
+// gather write instead of copying it into a message and a batch. prefix +
+// data is byte-identical to AppendEnvelope() of the same Envelope (tested).
+// Returns the prefix length (at most kMaxOutputPrefixBytes).
+inline constexpr std::size_t kMaxOutputPrefixBytes = 64;
+std::size_t EncodeOutputPrefix(std::uint64_t generation, wire::Stream stream, std::uint64_t offset,
+                               std::size_t data_len, char* out);
+
 // Parses one frame payload. Errors: kInvalidArgument for bytes that are not an
 // Envelope, a version this build does not speak, or a missing/unknown body.
 absl::StatusOr<wire::Envelope> ParseEnvelope(std::string_view payload);

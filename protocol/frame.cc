@@ -219,6 +219,27 @@ absl::StatusOr<DecodeResult> FrameDecoder::Decode(std::string_view* in, std::str
   }
 }
 
+void PutFrameHeader(std::uint8_t flags, std::size_t len, char* out) { PutHeader(flags, len, out); }
+
+absl::StatusOr<DecodeResult> FrameDecoder::DecodeView(std::string_view* in, std::string_view* payload,
+                                                      std::string* storage) {
+  if (failed_.ok() && header_fill_ == 0 && in->size() >= kFrameHeaderBytes) {
+    absl::StatusOr<Header> h = ParseHeaderBytes(reinterpret_cast<const unsigned char*>(in->data()));
+    if (!h.ok()) {
+      failed_ = h.status();
+      return failed_;
+    }
+    if (!(h->flags & kFlagZstd) && in->size() - kFrameHeaderBytes >= h->len) {
+      *payload = in->substr(kFrameHeaderBytes, h->len);
+      in->remove_prefix(kFrameHeaderBytes + h->len);
+      return DecodeResult::kFrame;
+    }
+  }
+  absl::StatusOr<DecodeResult> r = Decode(in, storage);
+  if (r.ok() && *r == DecodeResult::kFrame) *payload = *storage;
+  return r;
+}
+
 absl::StatusOr<std::string> DecodeWholeFrame(std::string_view frame) {
   if (frame.size() < kFrameHeaderBytes) {
     return absl::InvalidArgumentError(

@@ -52,6 +52,10 @@ enum class Compression {
   kAuto,  // zstd when it makes the frame smaller, else raw
 };
 
+// Writes the 8-byte header of a frame with `flags` and a `len`-byte payload
+// (len <= kMaxFrameBytes) to out[0..7].
+void PutFrameHeader(std::uint8_t flags, std::size_t len, char* out);
+
 // Encodes one frame around `payload` (a serialized Envelope).
 // CHECKs that payload.size() <= kMaxPayloadBytes: our own messages are
 // always built within limits.
@@ -73,6 +77,13 @@ class FrameDecoder {
   // flags), kResourceExhausted (length or decompressed size over the limit),
   // kDataLoss (corrupt compressed payload).
   absl::StatusOr<DecodeResult> Decode(std::string_view* in, std::string* payload);
+
+  // The same, except that a whole uncompressed frame found contiguous in
+  // *in is returned as a view into *in (no copy); otherwise the payload is
+  // assembled in *storage and *payload views it. The view is valid while
+  // *in's bytes and *storage are.
+  absl::StatusOr<DecodeResult> DecodeView(std::string_view* in, std::string_view* payload,
+                                          std::string* storage);
 
   // True when no partial frame is buffered (a clean place for a stream to end).
   bool idle() const { return header_fill_ == 0; }

@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "protocol/armor.h"
 #include "protocol/envelope.h"
@@ -20,24 +21,36 @@ namespace {
 
 void SetNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
-// A bounded byte queue with a read cursor, so partial writes cost no memmove
-// per call.
+// A bounded byte queue in one buffer allocated (and zeroed) once: bytes live
+// in [head, tail). Reads go straight into the free end, partial writes only
+// move the head, and the live bytes move to the front only when the end is
+// reached. Text mode may append a frame bigger than the bound; the buffer then
+// grows for it.
 struct Pipe {
-  std::string buf;
-  std::size_t head = 0;
-  std::size_t size() const { return buf.size() - head; }
+  std::string buf = std::string(kBridgeBufferBytes, '\0');
+  std::size_t head = 0, tail = 0;
+  std::size_t size() const { return tail - head; }
   bool empty() const { return size() == 0; }
   std::size_t space() const { return kBridgeBufferBytes > size() ? kBridgeBufferBytes - size() : 0; }
+  void Compact() {
+    if (head == 0) return;
+    std::memmove(buf.data(), buf.data() + head, size());
+    tail -= head;
+    head = 0;
+  }
+  void Clear() { head = tail = 0; }
+  void Append(std::string_view bytes) {
+    if (buf.size() - tail < bytes.size()) Compact();
+    if (buf.size() - tail < bytes.size()) buf.resize(tail + bytes.size());
+    std::memcpy(buf.data() + tail, bytes.data(), bytes.size());
+    tail += bytes.size();
+  }
   // Reads up to space() bytes from fd. Returns read's result.
   ssize_t Fill(int fd) {
-    if (head > 0 && head == buf.size()) {
-      buf.clear();
-      head = 0;
-    }
-    const std::size_t old = buf.size();
-    buf.resize(old + space());
-    const ssize_t n = ::read(fd, buf.data() + old, buf.size() - old);
-    buf.resize(old + (n > 0 ? static_cast<std::size_t>(n) : 0));
+    if (empty()) Clear();
+    if (buf.size() - tail < space()) Compact();
+    const ssize_t n = ::read(fd, buf.data() + tail, std::min(space(), buf.size() - tail));
+    if (n > 0) tail += static_cast<std::size_t>(n);
     return n;
   }
   // Called after poll() said `fd` is writable. A socket takes a
@@ -49,13 +62,7 @@ struct Pipe {
     const ssize_t n = socket ? ::send(fd, buf.data() + head, size(), MSG_NOSIGNAL | MSG_DONTWAIT)
                              : ::write(fd, buf.data() + head, std::min<std::size_t>(size(), PIPE_BUF));
     if (n > 0) head += static_cast<std::size_t>(n);
-    if (head == buf.size()) {
-      buf.clear();
-      head = 0;
-    } else if (head > kBridgeBufferBytes) {
-      buf.erase(0, head);
-      head = 0;
-    }
+    if (empty()) Clear();
     return n;
   }
 };
@@ -85,15 +92,15 @@ int RunBridge(int sock, std::string upstream, bool text) {
   // Text mode: armored lines in from the host, frames re-armored out to it.
   protocol::ArmorDecoder armor_in(protocol::ArmorDirection::kToSupervisor);
   protocol::FrameSplitter frames_out;
-  std::string scratch;
+  std::string scratch, scratch_line;
   const auto decode_into_up = [&](std::string_view in) {
     std::string frame;
-    while (armor_in.Decode(&in, &frame) == protocol::DecodeResult::kFrame) up.buf.append(frame);
+    while (armor_in.Decode(&in, &frame) == protocol::DecodeResult::kFrame) up.Append(frame);
   };
   if (text) {
     decode_into_up(upstream);
   } else {
-    up.buf = std::move(upstream);
+    up.Append(upstream);
   }
   bool in_eof = false, sock_eof = false, shut_wr = false;
   while (true) {
@@ -140,7 +147,9 @@ int RunBridge(int sock, std::string upstream, bool text) {
               absl::StatusOr<protocol::DecodeResult> r = frames_out.Next(&in, &frame);
               if (!r.ok()) return 1;  // the daemon never sends a bad frame
               if (*r == protocol::DecodeResult::kNeedMore) break;
-              protocol::AppendArmoredLine(frame, protocol::ArmorDirection::kToHost, &down.buf);
+              scratch_line.clear();
+              protocol::AppendArmoredLine(frame, protocol::ArmorDirection::kToHost, &scratch_line);
+              down.Append(scratch_line);
             }
           }
         } else {
@@ -152,8 +161,7 @@ int RunBridge(int sock, std::string upstream, bool text) {
     if ((p[2].revents & POLLOUT) && !up.empty()) {
       const ssize_t n = up.Drain(sock, true);
       if (n < 0 && !Transient(n)) {
-        up.buf.clear();  // the daemon went away; keep draining its last frames
-        up.head = 0;
+        up.Clear();  // the daemon went away; keep draining its last frames
         shut_wr = true;
       }
     }

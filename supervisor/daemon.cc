@@ -129,7 +129,63 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   absl::Status Handle(const wire::Envelope& env);
   absl::Status HandleHello(const wire::Envelope& env);
   absl::Status HandleAck(const wire::Ack& ack);
-  void AppendOutput(std::string* batch);
+  // One socket write: encoded frames, and output data referenced in place in
+  // the rings (one gather write, no copy of the data).
+  class Batch {
+   public:
+    void Clear() {
+      owned_.clear();
+      pieces_.clear();
+      size_ = 0;
+      owned_size_in_pieces_ = 0;
+    }
+    // Frames appended to owned() directly are picked up by the next
+    // Append/Reference/Buffers call.
+    std::string* owned() { return &owned_; }
+    void Append(std::string_view bytes) {
+      owned_.append(bytes);
+    }
+    void Reference(std::string_view bytes) {
+      TakeOwned();
+      pieces_.push_back({bytes.data(), 0, bytes.size()});
+      size_ += bytes.size();
+    }
+    std::size_t size() {
+      TakeOwned();
+      return size_;
+    }
+    const std::vector<asio::const_buffer>& Buffers() {
+      TakeOwned();
+      buffers_.clear();
+      for (const Piece& p : pieces_) {
+        buffers_.emplace_back(p.data ? p.data : owned_.data() + p.pos, p.len);
+      }
+      return buffers_;
+    }
+
+   private:
+    // Turns owned bytes not yet in a piece into one (by position, since
+    // owned_ may still move as it grows).
+    void TakeOwned() {
+      const std::size_t have = owned_size_in_pieces_;
+      if (owned_.size() > have) {
+        pieces_.push_back({nullptr, have, owned_.size() - have});
+        size_ += owned_.size() - have;
+        owned_size_in_pieces_ = owned_.size();
+      }
+    }
+    struct Piece {
+      const char* data;  // ring bytes; null: owned_ from `pos` (owned_ may move while it grows)
+      std::size_t pos;
+      std::size_t len;
+    };
+    std::string owned_;
+    std::size_t owned_size_in_pieces_ = 0;
+    std::vector<Piece> pieces_;
+    std::vector<asio::const_buffer> buffers_;
+    std::size_t size_ = 0;
+  };
+  void AppendOutput(Batch* batch);
 
   Daemon& daemon_;
   stream_protocol::socket socket_;
@@ -142,6 +198,7 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   std::array<std::uint64_t, kNumStreams> acked_{};
   std::array<bool, kNumStreams> eof_sent_{};
   bool exit_sent_ = false;
+  int first_stream_ = 0;
   bool stdin_ack_dirty_ = false;
   bool closing_ = false;  // a fatal error is queued: send control frames only, then Close()
   // Ended by an explicit detach or its lease, not by a lost connection.
@@ -481,32 +538,46 @@ absl::Status Attachment::Handle(const wire::Envelope& env) {
   }
 }
 
-void Attachment::AppendOutput(std::string* batch) {
-  wire::Envelope env;
-  env.set_generation(generation_);
-  const Compression comp = zstd_ ? Compression::kAuto : Compression::kNone;
-  for (int i = 0; i < kNumStreams; ++i) {
+void Attachment::AppendOutput(Batch* batch) {
+  // Streams take turns going first, so that a flooding stdout cannot keep
+  // the shared window from stderr.
+  first_stream_ ^= 1;
+  for (int k = 0; k < kNumStreams; ++k) {
+    const int i = (first_stream_ + k) % kNumStreams;
     OutputRing& r = daemon_.ring(i);
+    const wire::Stream stream = StreamOf(i, daemon_.launch().has_pty());
     while (batch->size() < kMaxBatchBytes) {
-      const std::uint64_t limit = acked_[i] + window_;
-      if (sent_[i] >= limit) break;
-      std::string_view v = r.Readable(sent_[i], std::min<std::uint64_t>(kMaxOutputChunkBytes, limit - sent_[i]));
+      // The window is shared by both streams: a quiet stderr leaves all of
+      // it to stdout.
+      const std::uint64_t in_flight = sent_[0] - acked_[0] + sent_[1] - acked_[1];
+      if (in_flight >= window_) break;
+      std::string_view v = r.Readable(sent_[i], std::min<std::uint64_t>(kMaxOutputChunkBytes, window_ - in_flight));
       if (v.empty()) break;
-      wire::Output* o = env.mutable_output();
-      o->set_stream(StreamOf(i, daemon_.launch().has_pty()));
-      o->set_offset(sent_[i]);
-      o->set_data(v.data(), v.size());
-      o->set_eof(false);
-      protocol::AppendEnvelope(env, comp, batch);
+      if (zstd_) {
+        wire::Envelope env;
+        env.set_generation(generation_);
+        wire::Output* o = env.mutable_output();
+        o->set_stream(stream);
+        o->set_offset(sent_[i]);
+        o->set_data(v.data(), v.size());
+        protocol::AppendEnvelope(env, Compression::kAuto, batch->owned());
+      } else {
+        // The frame's prefix, then the data straight from the ring: it stays
+        // put until the host acknowledges it, which is after it was written.
+        char prefix[protocol::kMaxOutputPrefixBytes];
+        batch->Append({prefix, protocol::EncodeOutputPrefix(generation_, stream, sent_[i], v.size(), prefix)});
+        batch->Reference(v);
+      }
       sent_[i] += v.size();
     }
     if (daemon_.stream_eof(i) && sent_[i] == r.end() && !eof_sent_[i]) {
+      wire::Envelope env;
+      env.set_generation(generation_);
       wire::Output* o = env.mutable_output();
-      o->set_stream(StreamOf(i, daemon_.launch().has_pty()));
+      o->set_stream(stream);
       o->set_offset(sent_[i]);
-      o->clear_data();
       o->set_eof(true);
-      protocol::AppendEnvelope(env, Compression::kNone, batch);
+      protocol::AppendEnvelope(env, Compression::kNone, batch->owned());
       eof_sent_[i] = true;
     }
   }
@@ -514,17 +585,18 @@ void Attachment::AppendOutput(std::string* batch) {
     wire::Envelope ex;
     ex.set_generation(generation_);
     *ex.mutable_exit() = *daemon_.exit();
-    protocol::AppendEnvelope(ex, Compression::kNone, batch);
+    protocol::AppendEnvelope(ex, Compression::kNone, batch->owned());
     exit_sent_ = true;
   }
 }
 
 awaitable<void> Attachment::Writer() {
   auto self = shared_from_this();
-  std::string batch;
+  Batch batch;  // reused: its buffers keep their capacity
   while (!closed_) {
-    batch.clear();
-    batch.swap(control_);
+    batch.Clear();
+    batch.Append(control_);
+    control_.clear();
     if (authenticated() && !closing_) {
       if (stdin_ack_dirty_) {
         stdin_ack_dirty_ = false;
@@ -533,16 +605,16 @@ awaitable<void> Attachment::Writer() {
         a.mutable_stdin_ack()->set_offset(daemon_.stdin_acked());
         a.mutable_stdin_ack()->set_eof(daemon_.stdin_eof_delivered());
         a.mutable_stdin_ack()->set_closed_by_child(daemon_.stdin_closed_by_child());
-        protocol::AppendEnvelope(a, Compression::kNone, &batch);
+        protocol::AppendEnvelope(a, Compression::kNone, batch.owned());
       }
       AppendOutput(&batch);
     }
-    if (batch.empty()) {
+    if (batch.size() == 0) {
       if (closing_) break;  // the fatal error is out
       co_await wake_.Wait();
       continue;
     }
-    auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(batch), kNoThrow);
+    auto [ec, n] = co_await asio::async_write(socket_, batch.Buffers(), kNoThrow);
     if (ec) break;
   }
   Close();

@@ -19,7 +19,9 @@
 namespace tether::supervisor {
 
 inline constexpr std::size_t kStdinWindowBytes = 256 * 1024;    // unacked stdin the host may send
-inline constexpr std::size_t kMaxOutputChunkBytes = 64 * 1024;  // per Output frame
+// Per Output frame: the host's chunk size, so that a frame's data becomes
+// one chunk for the application without being split or copied again.
+inline constexpr std::size_t kMaxOutputChunkBytes = 16 * 1024;
 inline constexpr std::size_t kDefaultWindowBytes = 1 << 20;     // output credit if Hello has none
 inline constexpr unsigned kDefaultLingerMs = 10 * 60 * 1000;    // exit record kept this long
 inline constexpr unsigned kLeaseMs = 30 * 1000;                 // attachment lost after this idle

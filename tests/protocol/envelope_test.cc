@@ -383,3 +383,60 @@ TEST_CASE("carries non-UTF-8 bytes in Error.message") {
 
 }  // namespace
 }  // namespace tether::protocol
+
+namespace tether::protocol {
+
+TEST_CASE("an Output prefix plus its data is byte-identical to the serialized Envelope") {
+  const std::uint64_t values[] = {0, 1, 127, 128, 16383, 16384, (1ull << 32) + 5, ~0ull};
+  const std::size_t lens[] = {1, 127, 128, 16384, 65536};
+  for (std::uint64_t gen : values) {
+    for (std::uint64_t off : values) {
+      for (std::size_t len : lens) {
+        for (wire::Stream s : {wire::STREAM_STDOUT, wire::STREAM_STDERR, wire::STREAM_PTY}) {
+          const std::string data(len, '\xa5');
+          wire::Envelope env;
+          env.set_generation(gen);
+          env.mutable_output()->set_stream(s);
+          env.mutable_output()->set_offset(off);
+          env.mutable_output()->set_data(data);
+          char prefix[kMaxOutputPrefixBytes];
+          const std::size_t n = EncodeOutputPrefix(gen, s, off, len, prefix);
+          REQUIRE(n <= kMaxOutputPrefixBytes);
+          CHECK(std::string(prefix, n) + data == EncodeEnvelope(env));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a whole frame in the input decodes as a view without a copy; split frames still decode") {
+  wire::Envelope a, b;
+  a.mutable_ping();
+  b.mutable_output()->set_data(std::string(1000, 'x'));
+  const std::string bytes = EncodeEnvelope(a) + EncodeEnvelope(b);
+  FrameDecoder dec;
+  std::string storage;
+  std::string_view payload;
+  std::string_view in = bytes;
+  REQUIRE(*dec.DecodeView(&in, &payload, &storage) == DecodeResult::kFrame);
+  CHECK(payload.data() >= bytes.data());
+  CHECK(payload.data() < bytes.data() + bytes.size());  // points into the input
+  REQUIRE(*dec.DecodeView(&in, &payload, &storage) == DecodeResult::kFrame);
+  CHECK(ParseEnvelope(payload)->output().data() == std::string(1000, 'x'));
+  CHECK(in.empty());
+  // Byte by byte: assembled in storage.
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    std::string_view one(bytes.data() + i, 1);
+    absl::StatusOr<DecodeResult> r = dec.DecodeView(&one, &payload, &storage);
+    REQUIRE(r.ok());
+    if (*r == DecodeResult::kFrame) CHECK(ParseEnvelope(payload).ok());
+  }
+  // A bad header is refused on the fast path too.
+  std::string bad = EncodeEnvelope(a);
+  bad[0] = 'X';
+  FrameDecoder dec2;
+  std::string_view bin = bad;
+  CHECK(!dec2.DecodeView(&bin, &payload, &storage).ok());
+}
+
+}  // namespace tether::protocol

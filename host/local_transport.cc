@@ -59,20 +59,40 @@ class LocalTransport final : public Transport {
     co_return internal::SpawnChannel(ex_, argv, root_);
   }
 
+  bool can_connect() const override { return true; }
+  asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Connect(std::string state_dir) override {
+    co_return internal::ConnectChannel(ex_, state_dir);
+  }
+
   asio::awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
     co_return Put(path, bytes, mode);
   }
 
  private:
-  absl::Status Put(const std::string& path, std::string_view bytes, int mode) {
-    {
-      std::ifstream f(path, std::ios::binary);
-      if (f) {
-        std::ostringstream ss;
-        ss << f.rdbuf();
-        if (ss.str() == bytes) return absl::OkStatus();
+  // A regular file (not a link) of exactly `bytes`: compared by size first,
+  // then in one read.
+  static bool SameContent(const std::string& path, std::string_view bytes) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return false;
+    struct stat st {};
+    bool same = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::size_t>(st.st_size) == bytes.size();
+    if (same) {
+      std::string have(bytes.size(), '\0');
+      std::size_t off = 0;
+      while (off < have.size()) {
+        const ssize_t n = ::read(fd, have.data() + off, have.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        off += static_cast<std::size_t>(n);
       }
+      same = off == have.size() && have == bytes;
     }
+    ::close(fd);
+    return same;
+  }
+
+  absl::Status Put(const std::string& path, std::string_view bytes, int mode) {
+    if (SameContent(path, bytes)) return absl::OkStatus();
     const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
     if (fd < 0) return ErrnoStatus(absl::StrCat("create ", tmp), errno);

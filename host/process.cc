@@ -644,6 +644,42 @@ asio::awaitable<absl::StatusOr<wire::Welcome>> Attach(Transport& transport, Proc
         transport.executor(), internal::MakeExchangeChannel(transport, state.supervisor, state.state_dir, id));
     co_return co_await state.session->Handshake(std::move(hello));
   }
+  if (transport.can_connect() && transport.tunnel() == TunnelMode::kBinary) {
+    // This machine: `launch --direct` starts the daemon and exits, and we
+    // connect to its socket ourselves (no bridge process in the data path).
+    if (!first.empty()) {
+      command.push_back("--direct");
+      absl::StatusOr<std::unique_ptr<Channel>> launcher = co_await transport.Exec(std::move(command));
+      if (!launcher.ok()) co_return launcher.status();
+      if (absl::Status st = co_await (*launcher)->Write(first); !st.ok()) co_return st;
+      // Nothing on success; an error frame when the launch was refused.
+      protocol::EnvelopeDecoder dec;
+      char buf[4096];
+      while (true) {
+        absl::StatusOr<std::size_t> n = co_await (*launcher)->ReadSome({buf, sizeof buf});
+        if (!n.ok() || *n == 0) break;
+        std::string_view in(buf, *n);
+        wire::Envelope env;
+        absl::StatusOr<bool> got = dec.Next(&in, &env);
+        if (got.ok() && *got && env.has_error()) co_return StatusFromWireError(env.error());
+        if (!got.ok() || *got) co_return absl::DataLossError("launch --direct wrote something other than an error");
+      }
+      absl::StatusOr<std::unique_ptr<Channel>> ch = co_await transport.Connect(state.state_dir);
+      if (!ch.ok()) {
+        const std::string diag = (*launcher)->Diagnostics();
+        co_return absl::Status(ch.status().code(),
+                               absl::StrCat("the launch left no supervisor to connect to: ",
+                                            std::string(ch.status().message()),
+                                            diag.empty() ? "" : absl::StrCat("; its stderr: ", diag)));
+      }
+      state.session = Session::Create(transport.executor(), *std::move(ch));
+    } else {
+      absl::StatusOr<std::unique_ptr<Channel>> ch = co_await transport.Connect(state.state_dir);
+      if (!ch.ok()) co_return ch.status();
+      state.session = Session::Create(transport.executor(), *std::move(ch));
+    }
+    co_return co_await state.session->Handshake(std::move(hello));
+  }
   absl::StatusOr<std::unique_ptr<Channel>> channel = co_await transport.Exec(std::move(command));
   if (!channel.ok()) co_return channel.status();
   if (transport.tunnel() == TunnelMode::kText) {
@@ -731,7 +767,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   if (transport.tunnel() == TunnelMode::kText) command.push_back("--text");
   wire::Hello hello;
   hello.set_secret(secret);
-  // The credit is per stream; a pipe process has two streams.
+  // The credit is shared by both streams.
   const std::size_t window = options.output_window_bytes;
   hello.set_window_bytes(window);
   // Setup deadline: the attach races a timer; whichever loses is cancelled

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -86,23 +88,44 @@ absl::StatusOr<std::string> SupervisorBytes(const std::string& arch) {
   return ReadAll(*path);
 }
 
-std::string SupervisorInstallPath(const SandboxInfo& info, std::string_view bytes) {
+namespace {
+
+std::string InstallPathForHash(const SandboxInfo& info, std::string_view sha256_hex) {
   return absl::StrCat(info.bin_dir, "/tether-supervisor-", kTetherVersion, "-", info.arch, "-",
-                      protocol::Sha256Hex(bytes).substr(0, 32));
+                      std::string(sha256_hex.substr(0, 32)));
+}
+
+}  // namespace
+
+std::string SupervisorInstallPath(const SandboxInfo& info, std::string_view bytes) {
+  return InstallPathForHash(info, protocol::Sha256Hex(bytes));
 }
 
 boost::asio::awaitable<absl::StatusOr<std::string>> InstallSupervisor(Transport& transport,
                                                                       const SandboxInfo& info) {
-  // One read per process: the binaries do not change under a running host.
-  static std::map<std::string, std::string> cache;
-  auto it = cache.find(info.arch);
-  if (it == cache.end()) {
-    absl::StatusOr<std::string> bytes = SupervisorBytes(info.arch);
-    if (!bytes.ok()) co_return bytes.status();
-    it = cache.emplace(info.arch, *std::move(bytes)).first;
+  // One read and one hash per process: the binaries do not change under a
+  // running host (hashing a megabyte on every start cost milliseconds).
+  struct Binary {
+    std::string bytes, sha256;
+  };
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const Binary>> cache;
+  std::shared_ptr<const Binary> bin;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(info.arch);
+    if (it == cache.end()) {
+      absl::StatusOr<std::string> bytes = SupervisorBytes(info.arch);
+      if (!bytes.ok()) co_return bytes.status();
+      auto b = std::make_shared<Binary>();
+      b->sha256 = protocol::Sha256Hex(*bytes);
+      b->bytes = *std::move(bytes);
+      it = cache.emplace(info.arch, std::move(b)).first;
+    }
+    bin = it->second;
   }
-  const std::string remote = SupervisorInstallPath(info, it->second);
-  absl::Status st = co_await transport.PutFile(remote, it->second, 0700);
+  const std::string remote = InstallPathForHash(info, bin->sha256);
+  absl::Status st = co_await transport.PutFile(remote, bin->bytes, 0700);
   if (!st.ok()) co_return st;
   co_return remote;
 }

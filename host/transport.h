@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 
 namespace tether {
 
@@ -66,6 +67,16 @@ class Transport {
   // Runs argv (argv[0] an absolute path in the sandbox) with piped stdio.
   virtual boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(
       std::vector<std::string> argv) = 0;
+  // Providers that share this machine with the sandbox (the local provider)
+  // connect to the supervisor's socket in `state_dir` themselves: no bridge
+  // process, one hop and two copies less. The launch then runs as
+  // `launch --direct`. Others return false, and a bridge relays.
+  // (Decorating transports do not forward this: their channels are Exec's.)
+  virtual bool can_connect() const { return false; }
+  virtual boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Connect(std::string state_dir) {
+    co_return absl::UnimplementedError(absl::StrCat(std::string(name()), " cannot connect to a supervisor socket directly"));
+  }
+
   // Installs `bytes` at `path` with `mode`, atomically (never a partial file
   // at `path`). A file already there with the same content is left alone.
   virtual boost::asio::awaitable<absl::Status> PutFile(std::string path, std::string_view bytes,

@@ -175,8 +175,14 @@ absl::StatusOr<wire::Launch> LaunchFromArgv() {
   return std::move(*env->mutable_launch());
 }
 
+bool g_direct = false;  // launch --direct: no bridge, the host connects itself
+
 // The bridge, or in exchange mode the relay.
 int Attach(int sock, const std::string& dir, std::string rest, bool text) {
+  if (g_direct) {
+    ::close(sock);  // the daemon is there and listening
+    return 0;
+  }
   if (!g_exchange_relay.empty()) return StartRelay(sock, dir, g_exchange_relay);
   return RunBridge(sock, std::move(rest), text);
 }
@@ -186,6 +192,11 @@ int LaunchExchangeMain(const std::string& relay_id, const std::string& launch_ba
   g_exchange_relay = relay_id;
   g_exchange_launch = launch_base85;
   return LaunchMain(true);
+}
+
+int LaunchDirectMain() {
+  g_direct = true;
+  return LaunchMain(false);
 }
 
 int LaunchMain(bool text) {
@@ -227,6 +238,7 @@ int LaunchMain(bool text) {
     ::_exit(RunDaemon(std::move(config)));
   }
   ::close(*listen_fd);
+  if (g_direct) return 0;  // the daemon listens; the host connects itself
   absl::StatusOr<int> sock = ConnectInDir(dir);
   if (!sock.ok()) return Report(wire::ERROR_INTERNAL, sock.status());
   return Attach(*sock, dir, std::move(rest), text);

@@ -33,6 +33,10 @@ absl::Status ValidateLaunch(const wire::Launch& launch);
 
 // Entry point; returns the process exit status.
 int LaunchMain(bool text);
+// The same, except that nothing is bridged: once the daemon listens (or
+// already did, for a repeated launch id) it exits 0 with nothing written, and
+// the host connects to the socket itself. Errors are reported as for launch.
+int LaunchDirectMain();
 // Exchange mode: the Launch frame comes base85-encoded in argv, errors go
 // out armored, and a relay (exchange.h) with `relay_id` takes the place of
 // the bridge.

@@ -20,6 +20,11 @@ int main(int argc, char** argv) {
   if ((argc == 6 || argc == 7) && std::strcmp(argv[1], "exchange") == 0) {
     return tether::supervisor::ExchangeMain(argv[2], argv[3], argv[4], argv[5], argc == 7 ? argv[6] : "");
   }
+  // --direct: start the daemon and exit; the host connects to its socket
+  // itself (it shares this machine: the local provider).
+  if (argc == 3 && std::strcmp(argv[1], "launch") == 0 && std::strcmp(argv[2], "--direct") == 0) {
+    return tether::supervisor::LaunchDirectMain();
+  }
   // --text: the channel carries armored lines (duplex-text tunnel mode).
   const bool text = argc >= 3 && std::strcmp(argv[2], "--text") == 0;
   if (argc == 2 + text && std::strcmp(argv[1], "launch") == 0) return tether::supervisor::LaunchMain(text);
@@ -27,7 +32,7 @@ int main(int argc, char** argv) {
     return tether::supervisor::BridgeMain(argv[2 + text], text);
   }
   std::fprintf(stderr,
-               "usage: tether-supervisor launch [--text]           (reads a Launch frame on stdin)\n"
+               "usage: tether-supervisor launch [--text|--direct]  (reads a Launch frame on stdin)\n"
                "       tether-supervisor bridge [--text] STATE_DIR\n"
                "       tether-supervisor launch --exchange RELAY_ID BASE85_LAUNCH_FRAME\n"
                "       tether-supervisor relay STATE_DIR RELAY_ID\n"

@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,10 +35,11 @@ class LocalChannel final : public Channel {
   // `stdio` is our end of a socketpair that is the command's stdin and
   // stdout: a socket, so that writing after the command died is an error
   // (MSG_NOSIGNAL), never a SIGPIPE in the embedding application.
+  // err < 0: no command, only a socket (ConnectChannel).
   LocalChannel(asio::any_io_executor ex, pid_t pid, int stdio, int err)
       : pid_(pid), io_(ex, asio::local::stream_protocol(), stdio),
         err_(std::make_shared<Stderr>(ex, err)) {
-    asio::co_spawn(ex, DrainStderr(err_), asio::detached);
+    if (err >= 0) asio::co_spawn(ex, DrainStderr(err_), asio::detached);
   }
   ~LocalChannel() override { Close(); }
 
@@ -81,7 +84,9 @@ class LocalChannel final : public Channel {
  private:
   // Shared with the draining coroutine, which may outlive the channel.
   struct Stderr {
-    Stderr(asio::any_io_executor ex, int fd) : fd(std::move(ex), fd) {}
+    Stderr(asio::any_io_executor ex, int fd) : fd(std::move(ex)) {
+      if (fd >= 0) this->fd.assign(fd);
+    }
     asio::posix::stream_descriptor fd;
     std::string diag;  // the last kDiagnosticsBytes
   };
@@ -103,6 +108,46 @@ class LocalChannel final : public Channel {
 };
 
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<Channel>> ConnectChannel(const asio::any_io_executor& ex,
+                                                        const std::string& state_dir) {
+  // Opened without following a link, then checked through the descriptor.
+  const int dirfd = ::open(state_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dirfd < 0) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("the process is gone: no ", state_dir));
+    return ErrnoStatus(absl::StrCat("open ", state_dir, " (a directory, not a link)"), errno);
+  }
+  struct stat st {};
+  if (::fstat(dirfd, &st) != 0 || st.st_uid != ::geteuid() || (st.st_mode & 0777) != 0700) {
+    ::close(dirfd);
+    return absl::FailedPreconditionError(absl::StrCat(state_dir, " is not a 0700 directory of ours"));
+  }
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::string path = state_dir + "/sock";
+  if (path.size() >= sizeof(addr.sun_path)) path = absl::StrCat("/proc/self/fd/", dirfd, "/sock");
+  std::memcpy(addr.sun_path, path.c_str(), std::min(path.size() + 1, sizeof(addr.sun_path) - 1));
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    ::close(dirfd);
+    return ErrnoStatus("socket", errno);
+  }
+  const int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  const int e = errno;
+  ::close(dirfd);
+  if (rc != 0) {
+    ::close(fd);
+    if (e == ENOENT || e == ECONNREFUSED) return absl::NotFoundError(absl::StrCat("the process is gone: ", path));
+    return ErrnoStatus(absl::StrCat("connect ", path), e);
+  }
+  ucred peer{};
+  socklen_t len = sizeof peer;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.uid != ::geteuid()) {
+    ::close(fd);
+    return absl::PermissionDeniedError(absl::StrCat(path, " is served by another user"));
+  }
+  return std::unique_ptr<Channel>(new LocalChannel(ex, -1, fd, -1));
+}
 
 absl::Status ErrnoStatus(const std::string& what, int err) {
   return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(err)));

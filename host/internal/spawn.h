@@ -24,4 +24,10 @@ absl::StatusOr<std::unique_ptr<Channel>> SpawnChannel(const boost::asio::any_io_
                                                       const std::vector<std::string>& argv,
                                                       const std::string& cwd);
 
+// A channel over a connection to the supervisor socket in `state_dir`, which
+// must be a directory of ours with mode 0700 (never a link), holding a socket
+// whose peer runs as our uid (SO_PEERCRED).
+absl::StatusOr<std::unique_ptr<Channel>> ConnectChannel(const boost::asio::any_io_executor& ex,
+                                                        const std::string& state_dir);
+
 }  // namespace tether::internal

@@ -5,6 +5,10 @@
 #include <doctest.h>
 #include <signal.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <string>
 
 #include "tests/host/test_util.h"
@@ -55,6 +59,29 @@ TEST_CASE("writing to a command that has exited is an error, not a SIGPIPE") {
     CHECK(absl::IsUnavailable(st));
   });
   ::sigaction(SIGPIPE, &old, nullptr);
+}
+
+TEST_CASE("a direct connection refuses a missing, linked, shared or foreign state directory") {
+  char tmpl[] = "/tmp/tether-connect-test-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string root = tmpl;
+  REQUIRE(::mkdir((root + "/open").c_str(), 0755) == 0);
+  ::chmod((root + "/open").c_str(), 0755);
+  REQUIRE(::mkdir((root + "/private").c_str(), 0700) == 0);
+  REQUIRE(::symlink((root + "/private").c_str(), (root + "/link").c_str()) == 0);
+  testing::RunLocal("tether-transport-test", [root](Transport& t) -> asio::awaitable<void> {
+    CHECK(t.can_connect());
+    auto missing = co_await t.Connect(root + "/missing");
+    CHECK(absl::IsNotFound(missing.status()));
+    auto link = co_await t.Connect(root + "/link");  // never followed
+    CHECK(!link.ok());
+    CHECK(!absl::IsNotFound(link.status()));
+    auto open = co_await t.Connect(root + "/open");  // not 0700
+    CHECK(absl::IsFailedPrecondition(open.status()));
+    auto empty = co_await t.Connect(root + "/private");  // no socket: the process is gone
+    CHECK(absl::IsNotFound(empty.status()));
+  });
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace

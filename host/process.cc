@@ -512,6 +512,7 @@ asio::awaitable<bool> Process::State::Reconnect() {
     command.push_back(state_dir);
     wire::Hello hello;
     hello.set_secret(secret);
+    hello.set_zstd(!transport->can_connect());
     if (pty) {
       hello.set_pty_offset(acked[0]);
     } else {
@@ -767,6 +768,9 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   if (transport.tunnel() == TunnelMode::kText) command.push_back("--text");
   wire::Hello hello;
   hello.set_secret(secret);
+  // zstd where it pays: channels off this machine (the supervisor sends
+  // frames that do not shrink raw, and stops trying on incompressible output).
+  hello.set_zstd(!transport.can_connect());
   // The credit is shared by both streams.
   const std::size_t window = options.output_window_bytes;
   hello.set_window_bytes(window);
@@ -874,6 +878,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
   command.push_back(ref->state_dir);
   wire::Hello hello;
   hello.set_secret(ref->secret);
+  hello.set_zstd(!transport.can_connect());
   if (ref->pty) {
     hello.set_pty_offset(ref->stdout_offset);
   } else {

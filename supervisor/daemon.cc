@@ -47,6 +47,7 @@ using std::chrono::steady_clock;
 constexpr std::size_t kReadBufferBytes = 64 * 1024;
 constexpr std::size_t kMaxBatchBytes = 256 * 1024;  // frames coalesced per socket write
 constexpr int kNumStreams = 2;                      // stdout, stderr
+constexpr int kZstdSkipFrames = 64;               // after a frame zstd could not shrink
 constexpr std::size_t kMaxConnections = 8;          // open at once, authenticated or not
 
 // Stream 0 is stdout, or the combined terminal output with a pty; 1 is stderr.
@@ -193,6 +194,7 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   bool closed_ = false;
   std::uint64_t generation_ = 0;
   bool zstd_ = false;
+  std::array<int, kNumStreams> zstd_skip_{};  // raw frames to send before trying zstd again
   std::uint64_t window_ = kDefaultWindowBytes;
   std::array<std::uint64_t, kNumStreams> sent_{};
   std::array<std::uint64_t, kNumStreams> acked_{};
@@ -553,15 +555,21 @@ void Attachment::AppendOutput(Batch* batch) {
       if (in_flight >= window_) break;
       std::string_view v = r.Readable(sent_[i], std::min<std::uint64_t>(kMaxOutputChunkBytes, window_ - in_flight));
       if (v.empty()) break;
-      if (zstd_) {
+      if (zstd_ && zstd_skip_[i] == 0) {
         wire::Envelope env;
         env.set_generation(generation_);
         wire::Output* o = env.mutable_output();
         o->set_stream(stream);
         o->set_offset(sent_[i]);
         o->set_data(v.data(), v.size());
+        const std::size_t at = batch->owned()->size();
         protocol::AppendEnvelope(env, Compression::kAuto, batch->owned());
+        // Output that does not compress (random, already compressed) is
+        // sent raw for the next frames instead of being tried every time.
+        const bool shrank = (static_cast<unsigned char>((*batch->owned())[at + 3]) & protocol::kFlagZstd) != 0;
+        if (!shrank) zstd_skip_[i] = kZstdSkipFrames;
       } else {
+        if (zstd_skip_[i] > 0) --zstd_skip_[i];
         // The frame's prefix, then the data straight from the ring: it stays
         // put until the host acknowledges it, which is after it was written.
         char prefix[protocol::kMaxOutputPrefixBytes];

@@ -166,6 +166,8 @@ asio::awaitable<int> Interact(Process& p, bool forward_stdin) {
   co_return code;
 }
 
+constexpr std::size_t kCliOutputWindowBytes = 1 << 20;
+
 StartOptions ToStartOptions(const RunArgs& args) {
   StartOptions opts;
   opts.argv = args.argv;
@@ -174,6 +176,11 @@ StartOptions ToStartOptions(const RunArgs& args) {
   opts.stdin_pipe = args.stdin_pipe;
   opts.output_mode = OutputMode::kStream;  // a command's whole output, exact
   opts.output_format = OutputFormat::kBytes;
+  // The CLI hands output to its own stdout at once, so a 1 MiB window costs
+  // at most 1 MiB and keeps a fast producer from waiting on acknowledgement
+  // round trips (tests/bench: about twice the throughput of the 64 KiB
+  // default).
+  opts.output_window_bytes = kCliOutputWindowBytes;
   if (args.pty) {
     StartOptions::PtySize size;
     if (auto own = OwnTerminalSize()) size = {own->first, own->second};

@@ -47,43 +47,13 @@ case $target in
       --arch aarch64 --emulator qemu-aarch64
     ;;
   ssh)
-    sshd=$(command -v sshd || echo /usr/sbin/sshd)
-    [[ -x $sshd ]] || skip "no sshd"
-    ssh-keygen -q -t ed25519 -N '' -f "$work/host_key"
-    ssh-keygen -q -t ed25519 -N '' -f "$work/user_key"
-    cp "$work/user_key.pub" "$work/authorized_keys"
-    chmod 600 "$work/authorized_keys"
-    [[ $(id -u) -ne 0 ]] || mkdir -p /run/sshd  # privilege separation directory
-    port=
-    for _ in $(seq 1 20); do
-      candidate=$((20000 + RANDOM % 40000))
-      if ! (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then port=$candidate; break; fi
-    done
-    [[ -n $port ]] || skip "no free port"
-    cat > "$work/sshd_config" <<EOF
-Port $port
-ListenAddress 127.0.0.1
-HostKey $work/host_key
-PidFile $work/sshd.pid
-AuthorizedKeysFile $work/authorized_keys
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PubkeyAuthentication yes
-UsePAM no
-PermitRootLogin prohibit-password
-StrictModes no
-LogLevel ERROR
-EOF
-    "$sshd" -f "$work/sshd_config" -D -e >/dev/null 2>"$work/sshd.log" &
-    pids+=($!)
-    ssh_cmd="ssh -T -F /dev/null -i $work/user_key -p $port -o BatchMode=yes \
--o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
--o ControlMaster=auto -o ControlPath=$work/cm-%C -o ControlPersist=120 $(id -un)@127.0.0.1"
-    for _ in $(seq 1 50); do
-      $ssh_cmd true 2>/dev/null && break
-      sleep 0.1
-    done
-    $ssh_cmd true || { cat "$work/sshd.log"; exit 1; }
+    # shellcheck source=../lib/loopback_sshd.sh
+    source "$(dirname "${BASH_SOURCE[0]}")/../lib/loopback_sshd.sh"
+    rc=0
+    start_loopback_sshd "$work" || rc=$?
+    [[ -z ${sshd_pid:-} ]] || pids+=("$sshd_pid")
+    [[ $rc -ne 77 ]] || skip "no sshd or no free port"
+    [[ $rc -eq 0 ]] || exit 1
     status=0
     "$tether" conformance --provider command --prefix "$ssh_cmd" || status=$?
     $ssh_cmd -O exit 2>/dev/null || true

@@ -126,11 +126,6 @@ bool ArmorDecoder::ParseLine(std::string_view line, std::string* frame) {
     return false;
   }
   ++damaged_;  // taken back below once the line decodes
-  // An earlier marker followed by a checksum separator: two frame lines
-  // joined by a lost newline, the first lost. (Markers in a channel's noise
-  // prefix have no separator after them.)
-  const std::size_t first = line.find(Marker(dir_));
-  if (first != at && line.substr(first, at - first).find(kChecksumSeparator) != std::string_view::npos) return false;
   line.remove_prefix(at + Marker(dir_).size());
   if (line.size() < kChecksumHexDigits + 1 ||
       line[line.size() - kChecksumHexDigits - 1] != kChecksumSeparator) {

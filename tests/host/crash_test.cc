@@ -185,7 +185,8 @@ awaitable<void> RunTrial(tether::Transport& local, Trial& t, const std::string& 
     if (again.ok()) {
       auto e2 = co_await (*again)->Wait();
       if (e2.ok() && (e2->signal != exit->signal || e2->code != exit->code)) Broken(t, "reopen: a different exit");
-    } else if (ErrorCodeOf(again.status()) != ErrorCode::kNotFound) {
+    } else if (ErrorCodeOf(again.status()) != ErrorCode::kNotFound &&
+               ErrorCodeOf(again.status()) != ErrorCode::kBusy) {  // (our acknowledging attachment not yet freed)
       Broken(t, "reopen after exit: " + again.status().ToString());
     }
   }

@@ -111,7 +111,21 @@ bool ArmorDecoder::ParseLine(std::string_view line, std::string* frame) {
   // The marker may follow channel noise (prefix bytes, prompts): use the last
   // occurrence, since the body itself can never contain '~'.
   const std::size_t at = line.rfind(Marker(dir_));
-  if (at == std::string_view::npos) return false;
+  if (at == std::string_view::npos) {
+    // No marker, yet the line ends like an armored one ('|' and 8 hex
+    // digits) and is not the other direction's (an echo): a frame line
+    // whose marker was damaged.
+    const ArmorDirection other =
+        dir_ == ArmorDirection::kToHost ? ArmorDirection::kToSupervisor : ArmorDirection::kToHost;
+    if (line.size() > kChecksumHexDigits && line[line.size() - kChecksumHexDigits - 1] == kChecksumSeparator &&
+        line.find(Marker(other)) == std::string_view::npos) {
+      bool hex = true;
+      for (char c : line.substr(line.size() - kChecksumHexDigits)) hex = hex && HexValue(c) >= 0;
+      if (hex) ++damaged_;
+    }
+    return false;
+  }
+  ++damaged_;  // taken back below once the line decodes
   line.remove_prefix(at + Marker(dir_).size());
   if (line.size() < kChecksumHexDigits + 1 ||
       line[line.size() - kChecksumHexDigits - 1] != kChecksumSeparator) {
@@ -126,6 +140,7 @@ bool ArmorDecoder::ParseLine(std::string_view line, std::string* frame) {
   const std::string_view body = line.substr(0, line.size() - kChecksumHexDigits - 1);
   if (!Base85Decode(body, frame)) return false;
   if (frame->size() < kFrameHeaderBytes || Crc32c(*frame) != want) return false;
+  --damaged_;
   return true;
 }
 

@@ -60,6 +60,12 @@ class ArmorDecoder {
 
   // Lines seen that were not valid armored frames for this direction.
   std::uint64_t skipped_lines() const { return skipped_; }
+  // Of those, lines that carry this direction's marker but fail to decode
+  // (bad character or checksum, truncated): a frame was sent and lost, so
+  // the channel corrupts data and the stream after it cannot be trusted to
+  // be complete. Relays end the connection on the first one (a reattach
+  // resumes from acknowledged offsets) instead of carrying on with a hole.
+  std::uint64_t damaged_lines() const { return damaged_; }
 
  private:
   bool ParseLine(std::string_view line, std::string* frame);
@@ -68,6 +74,7 @@ class ArmorDecoder {
   std::string line_;
   bool overlong_ = false;  // discarding until the next newline
   std::uint64_t skipped_ = 0;
+  std::uint64_t damaged_ = 0;
 };
 
 }  // namespace tether::protocol

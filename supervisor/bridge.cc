@@ -108,16 +108,25 @@ int RunBridge(int sock, std::string upstream, bool text) {
   protocol::ArmorDecoder armor_in(protocol::ArmorDirection::kToSupervisor);
   protocol::FrameSplitter frames_out;
   std::string scratch, scratch_line;
+  // A damaged frame line from the host (our marker, bad checksum) means a
+  // lost frame: nothing after it is forwarded, and the host side is treated
+  // as ended, so the daemon sees the attachment go and the host reattaches
+  // from acknowledged offsets instead of waiting on a hole.
+  bool damaged = false;
   const auto decode_into_up = [&](std::string_view in) {
     std::string frame;
-    while (armor_in.Decode(&in, &frame) == protocol::DecodeResult::kFrame) up.Append(frame);
+    while (!damaged && armor_in.Decode(&in, &frame) == protocol::DecodeResult::kFrame) {
+      damaged = armor_in.damaged_lines() > 0;
+      if (!damaged) up.Append(frame);
+    }
+    damaged = damaged || armor_in.damaged_lines() > 0;
   };
   if (text) {
     decode_into_up(upstream);
   } else {
     up.Append(upstream);
   }
-  bool in_eof = false, sock_eof = false, shut_wr = false;
+  bool in_eof = damaged, sock_eof = false, shut_wr = false;
   while (true) {
     if (in_eof && up.empty() && !shut_wr) {
       ::shutdown(sock, SHUT_WR);  // host gone: the daemon ends this attachment
@@ -147,7 +156,7 @@ int RunBridge(int sock, std::string upstream, bool text) {
       } else {
         n = up.Fill(0);
       }
-      if (n == 0 || (n < 0 && !Transient(n))) in_eof = true;
+      if (n == 0 || (n < 0 && !Transient(n)) || damaged) in_eof = true;
     }
     if (p[2].revents & (POLLIN | POLLHUP | POLLERR)) {
       if (p[2].events & POLLIN) {

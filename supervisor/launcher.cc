@@ -65,7 +65,13 @@ absl::StatusOr<wire::Launch> ReadLaunch(std::string* rest) {
     if (g_text) {
       // Lines until one holds a frame; what follows it is the bridge's.
       std::string frame;
-      if (armor.Decode(&in, &frame) != protocol::DecodeResult::kFrame) continue;
+      const protocol::DecodeResult got = armor.Decode(&in, &frame);
+      if (armor.damaged_lines() > 0) {
+        // The channel damaged a frame line (most likely the Launch itself):
+        // never guess past it. Nothing was started.
+        return absl::DataLossError("launch: the channel damaged a frame line before the Launch; nothing was started");
+      }
+      if (got != protocol::DecodeResult::kFrame) continue;
       absl::StatusOr<std::string> payload = protocol::DecodeWholeFrame(frame);
       if (!payload.ok()) return payload.status();
       absl::StatusOr<wire::Envelope> parsed = protocol::ParseEnvelope(*payload);
@@ -203,6 +209,13 @@ int LaunchMain(bool text) {
   g_text = text;
   std::string rest;
   absl::StatusOr<wire::Launch> launch = g_exchange_relay.empty() ? ReadLaunch(&rest) : LaunchFromArgv();
+  if (!launch.ok() && text && absl::IsDataLoss(launch.status())) {
+    // A damaged channel gets no reply it could damage again: the host sees
+    // the channel end (UNAVAILABLE, so OUTCOME_UNKNOWN and a cancellation
+    // marker), and this message in the channel's diagnostics.
+    std::fprintf(stderr, "%s\n", std::string(launch.status().message()).c_str());
+    return 1;
+  }
   if (!launch.ok()) return Report(wire::ERROR_PROTOCOL, launch.status());
   if (absl::Status st = ValidateLaunch(*launch); !st.ok()) return Report(wire::ERROR_INVALID_ARGUMENT, st);
   const std::string dir = launch->state_dir();

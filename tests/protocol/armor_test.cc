@@ -434,5 +434,22 @@ TEST_CASE("armor costs at most 26% over the frame for a 64 KiB random frame") {
   CHECK(line.size() == kArmorMarkerToHost.size() + Base85Length(frame.size()) + 1 + 8 + 1);
 }
 
+TEST_CASE("counts a line with our marker that fails to decode as damaged, and noise or echoes not") {
+  std::string corrupt = Line("lost");
+  corrupt[corrupt.size() / 2] ^= 0x01;  // a flipped bit: the checksum no longer matches
+  const std::string truncated = Line("cut").substr(0, 12) + "\n";
+  std::string no_marker = Line("marker");
+  no_marker[1] = '?';
+  const std::string text = "noise ending in |0123abcd?\n" + Line("echo", ArmorDirection::kToSupervisor) + corrupt +
+                           truncated + no_marker + Line("ok");
+  ArmorDecoder dec(ArmorDirection::kToHost);
+  std::string_view in = text;
+  std::string frame;
+  REQUIRE(dec.Decode(&in, &frame) == DecodeResult::kFrame);
+  CHECK(DecodeWholeFrame(frame).value() == "ok");
+  CHECK(dec.skipped_lines() == 5);
+  CHECK(dec.damaged_lines() == 3);
+}
+
 }  // namespace
 }  // namespace tether::protocol

@@ -1,0 +1,296 @@
+// Fault injection: many seeded runs of a process that reads stdin and
+// streams it back, each through its own chaos channel (chaos_transport.h)
+// over the local provider.
+//
+//   chaos_test [--seeds N] [--first S] [--parallel P]   seeds S..S+N-1
+//   chaos_test --seed S                                 replay one seed
+//
+// Even seeds use the text tunnel (every fault), odd seeds the binary tunnel
+// (cut, delay, truncate); odd seeds with seed % 4 == 3 run without
+// reconnecting. Each run either gets every byte exactly once with the true
+// exit code, or reports honestly: OUTCOME_UNKNOWN or UNAVAILABLE from a call,
+// output_gap for skipped bytes. Never a wrong byte, a duplicate, a guessed
+// exit code, or a hang past the run's deadline. Every output chunk is checked
+// against the bytes written at its offset. Failing seeds are printed with
+// the command that replays them; the totals (runs, outcomes, faults by kind,
+// bytes checked) are printed at the end. Exit status 1 on any failure.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/io_context.hpp>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "host/errors.h"
+#include "host/local_transport.h"
+#include "host/process.h"
+#include "tests/host/chaos_transport.h"
+#include "tests/host/proc_util.h"
+
+namespace {
+
+namespace asio = boost::asio;
+using asio::awaitable;
+using tether::ErrorCode;
+using tether::ErrorCodeOf;
+using tether::testing::ChaosTransport;
+
+constexpr auto kRunDeadline = std::chrono::seconds(90);  // a hang, not slowness: reconnects give up after 30 s
+constexpr std::size_t kMaxPayloadBytes = 24 * 1024;
+const char kStderrText[] = "end\n";
+constexpr int kExitCode = 7;
+
+struct Totals {
+  std::uint64_t runs = 0, exact = 0, failed = 0, bytes_checked = 0, reconnects = 0, strays_killed = 0;
+  std::map<std::string, std::uint64_t> honest;  // by what was reported
+  std::vector<std::uint64_t> failed_seeds;
+};
+
+struct Run {
+  std::uint64_t seed;
+  std::string payload;
+  std::string failure;  // empty: no broken promise
+  std::string stdout_got, stderr_got;
+  std::uint64_t next[2] = {0, 0};
+  absl::Status write_status, read_status;
+  std::uint64_t checked = 0;
+};
+
+// (Debian's abseil has its own string_view: std::string crosses over.)
+std::string CodeName(const absl::Status& st) { return std::string(tether::ErrorCodeName(ErrorCodeOf(st))); }
+
+std::string Describe(const absl::Status& st) {
+  return absl::StrCat(CodeName(st), " (", std::string(st.message().substr(0, 160)), ")");
+}
+
+// An error a faulty channel may honestly cause.
+bool Honest(const absl::Status& st) {
+  const ErrorCode c = ErrorCodeOf(st);
+  return c == ErrorCode::kUnavailable || c == ErrorCode::kOutcomeUnknown;
+}
+
+void Broken(Run& r, std::string what) {
+  if (r.failure.empty()) r.failure = std::move(what);
+}
+
+awaitable<void> WriteAll(tether::Process& p, Run& r, std::uint64_t seed) {
+  std::mt19937_64 rng(seed * 31 + 1);
+  std::string_view data = r.payload;
+  while (!data.empty()) {
+    const std::size_t n = std::min<std::size_t>(data.size(), 1 + rng() % 8192);
+    r.write_status = co_await p.Write(data.substr(0, n));
+    if (!r.write_status.ok()) co_return;
+    data.remove_prefix(n);
+  }
+  r.write_status = co_await p.CloseStdin();
+}
+
+awaitable<void> ReadAll(tether::Process& p, Run& r) {
+  while (true) {
+    absl::StatusOr<std::optional<tether::OutputChunk>> c = co_await p.Read();
+    if (!c.ok()) {
+      r.read_status = c.status();
+      co_return;
+    }
+    if (!*c) co_return;
+    const bool err = (*c)->stream == tether::StreamId::kStderr;
+    const std::string_view want_all = err ? std::string_view(kStderrText) : std::string_view(r.payload);
+    std::uint64_t& next = r.next[err ? 1 : 0];
+    const std::uint64_t off = (*c)->offset;
+    const std::string& bytes = (*c)->bytes;
+    if (off < next) Broken(r, absl::StrCat("duplicate: chunk at ", off, " after ", next, " bytes"));
+    if (off > next && !p.output_gap()) Broken(r, absl::StrCat("bytes skipped at ", next, " without output_gap"));
+    if (off + bytes.size() > want_all.size() || want_all.substr(off, bytes.size()) != bytes) {
+      Broken(r, absl::StrCat("wrong bytes at ", err ? "stderr" : "stdout", " offset ", off));
+    }
+    next = off + bytes.size();
+    r.checked += bytes.size();
+    (err ? r.stderr_got : r.stdout_got) += bytes;
+  }
+}
+
+// One seeded run; fills `r` and returns the handle's honest outcome name
+// ("" for an exact run).
+awaitable<std::string> RunBody(tether::Transport& chaos, Run& r, const std::string& marker, bool reconnect,
+                               std::uint64_t* reconnects) {
+  using namespace asio::experimental::awaitable_operators;
+  tether::StartOptions o;
+  o.output_mode = tether::OutputMode::kStream;
+  o.output_format = tether::OutputFormat::kBytes;
+  o.argv.push_back("sh");
+  o.argv.push_back("-c");
+  o.argv.push_back(absl::StrCat("cat; printf '", "end\\n", "' >&2; exit ", kExitCode));
+  o.stdin_pipe = true;
+  o.reconnect = reconnect;
+  o.setup_timeout_ms = 20000;
+  const std::size_t eq = marker.find('=');
+  o.env.emplace_back(marker.substr(0, eq), marker.substr(eq + 1));
+  absl::StatusOr<std::unique_ptr<tether::Process>> p = co_await tether::Process::Start(chaos, std::move(o));
+  if (!p.ok()) {
+    if (!Honest(p.status())) Broken(r, "start: " + Describe(p.status()));
+    co_return absl::StrCat("start ", CodeName(p.status()));
+  }
+  tether::Process& proc = **p;
+  co_await (WriteAll(proc, r, r.seed) && ReadAll(proc, r));
+  absl::StatusOr<tether::ExitStatus> exit = co_await proc.Wait();
+  *reconnects += proc.reconnects();
+  if (exit.ok() && (exit->code != kExitCode || exit->signal)) {
+    Broken(r, absl::StrCat("guessed or wrong exit: code ", exit->code.value_or(-1), " signal ", exit->signal.value_or(0)));
+  }
+  if (!exit.ok() && !Honest(exit.status())) Broken(r, "wait: " + Describe(exit.status()));
+  if (!r.write_status.ok() && !Honest(r.write_status)) Broken(r, "write: " + Describe(r.write_status));
+  if (!r.read_status.ok() && !Honest(r.read_status)) Broken(r, "read: " + Describe(r.read_status));
+  const bool exact = r.write_status.ok() && r.read_status.ok() && exit.ok() && !proc.output_gap();
+  if (exact) {
+    if (r.stdout_got != r.payload || r.stderr_got != kStderrText || !exit->output_complete) {
+      Broken(r, absl::StrCat("every call succeeded but output is incomplete: ", r.stdout_got.size(), " of ",
+                             r.payload.size(), " bytes"));
+    }
+    co_return std::string();
+  }
+  if (proc.output_gap()) co_return "output_gap";
+  if (!r.write_status.ok()) co_return absl::StrCat("write ", CodeName(r.write_status));
+  if (!r.read_status.ok()) co_return absl::StrCat("read ", CodeName(r.read_status));
+  co_return absl::StrCat("wait ", CodeName(exit.status()));
+}
+
+struct Context {
+  tether::Transport* local;
+  std::string supervisor_dir;
+  std::deque<std::unique_ptr<ChaosTransport>> transports;  // kept until the io_context is done
+  Totals totals;
+  std::uint64_t next_seed, end_seed;
+};
+
+awaitable<void> RunSeed(Context& ctx, std::uint64_t seed) {
+  using namespace asio::experimental::awaitable_operators;
+  const bool text = seed % 2 == 0;
+  const bool reconnect = text || seed % 4 == 1;
+  ctx.transports.push_back(std::make_unique<ChaosTransport>(
+      *ctx.local, seed, text ? tether::TunnelMode::kText : tether::TunnelMode::kBinary));
+  ChaosTransport& chaos = *ctx.transports.back();
+  Run r;
+  r.seed = seed;
+  {
+    std::mt19937_64 rng(seed);
+    r.payload.resize(1 + rng() % kMaxPayloadBytes);
+    for (char& c : r.payload) c = static_cast<char>(rng());
+  }
+  const std::string marker = absl::StrCat("TETHER_CHAOS_RUN=", ::getpid(), "-", seed);
+  std::uint64_t reconnects = 0;
+  asio::steady_timer deadline(co_await asio::this_coro::executor, kRunDeadline);
+  auto raced = co_await (RunBody(chaos, r, marker, reconnect, &reconnects) ||
+                         deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
+  std::string outcome;
+  if (raced.index() == 1) {
+    Broken(r, "hang: the run passed its deadline");
+  } else {
+    outcome = std::get<0>(raced);
+  }
+  // A run that did not see its exit may have left the process running.
+  if (!outcome.empty()) ctx.totals.strays_killed += tether::testing::KillMarked(marker, ctx.supervisor_dir);
+  ++ctx.totals.runs;
+  ctx.totals.bytes_checked += r.checked;
+  ctx.totals.reconnects += reconnects;
+  if (!r.failure.empty()) {
+    ++ctx.totals.failed;
+    ctx.totals.failed_seeds.push_back(seed);
+    std::printf("FAIL seed %llu (%s, %s): %s\n  replay: chaos_test --seed %llu\n",
+                static_cast<unsigned long long>(seed), text ? "text" : "binary",
+                reconnect ? "reconnect" : "no reconnect", r.failure.c_str(), static_cast<unsigned long long>(seed));
+    std::fflush(stdout);
+  } else if (outcome.empty()) {
+    ++ctx.totals.exact;
+  } else {
+    ++ctx.totals.honest[outcome];
+  }
+}
+
+awaitable<void> Worker(Context& ctx) {
+  while (ctx.next_seed < ctx.end_seed) co_await RunSeed(ctx, ctx.next_seed++);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::uint64_t first = 1, count = 1000;
+  int parallel = 4;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const std::uint64_t v = std::strtoull(argv[i + 1], nullptr, 10);
+    if (flag == "--seeds") {
+      count = v;
+    } else if (flag == "--first") {
+      first = v;
+    } else if (flag == "--parallel") {
+      parallel = static_cast<int>(std::max<std::uint64_t>(1, v));
+    } else if (flag == "--seed") {
+      first = v, count = 1, parallel = 1;
+    } else {
+      std::fprintf(stderr, "usage: chaos_test [--seeds N] [--first S] [--parallel P] | --seed S\n");
+      return 2;
+    }
+  }
+  char tmpl[] = "/tmp/tether-chaos-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) return 2;
+  const auto started = std::chrono::steady_clock::now();
+  Context ctx;
+  ctx.supervisor_dir = std::string(tmpl) + "/bin";
+  ctx.next_seed = first;
+  ctx.end_seed = first + count;
+  std::array<std::uint64_t, ChaosTransport::kNumFaults> faults{};
+  std::uint64_t connections = 0;
+  {
+    asio::io_context io;
+    auto local = tether::MakeLocalTransport(io.get_executor(), tether::LocalOptions{tmpl});
+    if (!local.ok()) return 2;
+    ctx.local = local->get();
+    for (int i = 0; i < parallel; ++i) {
+      asio::co_spawn(io, Worker(ctx), [](std::exception_ptr e) {
+        if (e) std::rethrow_exception(e);
+      });
+    }
+    io.run();
+    for (const auto& t : ctx.transports) {
+      for (int k = 0; k < ChaosTransport::kNumFaults; ++k) faults[k] += t->stats().faults[k];
+      connections += t->stats().connections;
+    }
+    ctx.transports.clear();
+  }
+  ctx.totals.strays_killed += tether::testing::KillMarked(absl::StrCat("TETHER_CHAOS_RUN=", ::getpid(), "-"),
+                                                          ctx.supervisor_dir, /*prefix=*/true);
+  std::filesystem::remove_all(tmpl);
+  const Totals& t = ctx.totals;
+  std::uint64_t honest = 0;
+  for (const auto& [k, v] : t.honest) honest += v;
+  std::uint64_t injected = 0;
+  for (std::uint64_t f : faults) injected += f;
+  std::printf("chaos: %llu seeded runs (seeds %llu..%llu): %llu exact (every byte once, true exit code), "
+              "%llu reported honestly, %llu FAILED; %.1f s\n",
+              static_cast<unsigned long long>(t.runs), static_cast<unsigned long long>(first),
+              static_cast<unsigned long long>(first + count - 1), static_cast<unsigned long long>(t.exact),
+              static_cast<unsigned long long>(honest), static_cast<unsigned long long>(t.failed),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  for (const auto& [k, v] : t.honest) std::printf("  honest: %-32s %llu\n", k.c_str(), static_cast<unsigned long long>(v));
+  std::printf("  faults injected: %llu (", static_cast<unsigned long long>(injected));
+  for (int k = 0; k < ChaosTransport::kNumFaults; ++k) {
+    std::printf("%s%s %llu", k ? ", " : "", ChaosTransport::kFaultNames[k], static_cast<unsigned long long>(faults[k]));
+  }
+  std::printf(") over %llu connections; %llu reconnects\n", static_cast<unsigned long long>(connections),
+              static_cast<unsigned long long>(t.reconnects));
+  std::printf("  bytes checked against what was written: %llu; processes left by unfinished runs, killed: %llu\n",
+              static_cast<unsigned long long>(t.bytes_checked), static_cast<unsigned long long>(t.strays_killed));
+  if (t.failed > 0) {
+    std::printf("FAILED seeds:");
+    for (std::uint64_t s : t.failed_seeds) std::printf(" %llu", static_cast<unsigned long long>(s));
+    std::printf("\n");
+    return 1;
+  }
+  return 0;
+}

@@ -37,7 +37,7 @@ std::shared_ptr<Session> Session::Create(asio::any_io_executor ex, std::unique_p
 }
 
 Session::Session(asio::any_io_executor ex, std::unique_ptr<Channel> channel)
-    : ex_(std::move(ex)), channel_(std::move(channel)), buf_(new char[kSessionReadBytes]) {
+    : ex_(std::move(ex)), channel_(std::move(channel)), buf_(new char[kSessionInitialReadBytes]) {
   // Request ids start at a random point, so that replies an earlier
   // session's channel replays (text channels do) never match ours.
   std::uint64_t r = 0;
@@ -119,7 +119,14 @@ asio::awaitable<absl::StatusOr<wire::Envelope>> Session::Receive() {
                                                  std::string(got.status().message())));
     }
     if (*got) co_return env;
-    absl::StatusOr<std::size_t> n = co_await channel_->ReadSome({buf_.get(), kSessionReadBytes});
+    // (Nothing views buf_ here: pending_ is consumed, and decoded frames
+    // were copied out by the Envelope parse.)
+    if (filled_last_read_ && buf_size_ < kSessionReadBytes) {
+      buf_size_ *= 2;
+      buf_.reset(new char[buf_size_]);
+    }
+    absl::StatusOr<std::size_t> n = co_await channel_->ReadSome({buf_.get(), buf_size_});
+    filled_last_read_ = n.ok() && *n == buf_size_;
     if (!n.ok() || *n == 0) {
       std::string diag = channel_->Diagnostics();
       const bool mid_frame = !decoder_.idle();

@@ -19,7 +19,10 @@ namespace tether {
 
 namespace wire = ::tether::wire;
 
+// The read buffer starts small (an idle process costs little) and doubles
+// while reads fill it, up to the maximum (few system calls when streaming).
 inline constexpr std::size_t kSessionReadBytes = 256 * 1024;
+inline constexpr std::size_t kSessionInitialReadBytes = 16 * 1024;
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
@@ -61,6 +64,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::uint64_t next_request_id_ = 1;
   protocol::EnvelopeDecoder decoder_;
   std::unique_ptr<char[]> buf_;
+  std::size_t buf_size_ = kSessionInitialReadBytes;
+  bool filled_last_read_ = false;
   std::string_view pending_;  // undecoded bytes inside buf_
 };
 

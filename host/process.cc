@@ -177,6 +177,9 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   // Output, per stream index 0 (stdout) and 1 (stderr).
   std::deque<OutputChunk> queue;
   std::uint64_t received[2] = {0, 0};
+  // The highest offset per stream the supervisor sent on this attachment
+  // (from the Hello's resume offsets on): what its window counts.
+  std::uint64_t seen[2] = {0, 0};
   std::uint64_t consumed[2] = {0, 0};
   std::uint64_t acked[2] = {0, 0};
   bool eof[2] = {false, false};
@@ -257,8 +260,9 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
 
   // What we acknowledge: what the application consumed, or, without
   // backpressure or once observation stopped, everything received.
+  // (Never below an earlier ack: a gap moves acked past what was consumed.)
   std::uint64_t AckPosition(int i) const {
-    return backpressure && output_error.ok() ? consumed[i] : received[i];
+    return std::max(acked[i], backpressure && output_error.ok() ? consumed[i] : received[i]);
   }
 
   void SendAck(bool exit_ack) {
@@ -334,11 +338,14 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
       return absl::DataLossError(absl::StrCat("output at offset ", o.offset(), " skips bytes after ",
                                               received[i], " without reporting a gap"));
     }
+    seen[i] = std::max(seen[i], end);
     if (end > received[i]) {
       const std::size_t skip = static_cast<std::size_t>(received[i] - o.offset());  // replayed prefix
-      // The supervisor may run at most `window` ahead of our last acks
-      // (both streams together).
-      if (end - acked[i] + received[1 - i] - acked[1 - i] > window) {
+      // The supervisor may run at most `window` ahead of our last acks, both
+      // streams together, counting what it sent on this attachment (after a
+      // reattach it resends from our acks, and we may hold more than that).
+      const std::uint64_t other = seen[1 - i] > acked[1 - i] ? seen[1 - i] - acked[1 - i] : 0;
+      if (end - acked[i] + other > window) {
         return absl::DataLossError(absl::StrCat(
             "supervisor sent beyond the ", window, "-byte output window it was granted"));
       }
@@ -609,6 +616,8 @@ namespace {
 asio::awaitable<absl::StatusOr<wire::Welcome>> Attach(Transport& transport, Process::State& state,
                                                       std::vector<std::string> command,
                                                       std::string first, wire::Hello hello) {
+  state.seen[0] = state.pty ? hello.pty_offset() : hello.stdout_offset();
+  state.seen[1] = hello.stderr_offset();
   if (transport.tunnel() == TunnelMode::kExchange) {
     // One-shot commands only: start a relay (with the launch, or beside the
     // daemon) and poll it.
@@ -658,7 +667,11 @@ asio::awaitable<absl::StatusOr<wire::Welcome>> Attach(Transport& transport, Proc
       char buf[4096];
       while (true) {
         absl::StatusOr<std::size_t> n = co_await (*launcher)->ReadSome({buf, sizeof buf});
-        if (!n.ok() || *n == 0) break;
+        if (!n.ok()) co_return n.status();
+        if (*n == 0) {
+          if (!dec.idle()) co_return absl::DataLossError("launch --direct ended in the middle of a frame");
+          break;
+        }
         std::string_view in(buf, *n);
         wire::Envelope env;
         absl::StatusOr<bool> got = dec.Next(&in, &env);

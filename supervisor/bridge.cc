@@ -30,8 +30,9 @@ std::size_t PipeSpace(int fd) {
   if (size <= 0 || ::ioctl(fd, FIONREAD, &unread) != 0 || unread < 0 || unread >= size) return PIPE_BUF;
   // Pipe pages are not shared between writes that do not fill them: keep a
   // page of slack so that the estimate errs on the safe side.
+  static const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   const std::size_t free = static_cast<std::size_t>(size - unread);
-  return free > 2 * 4096 ? free - 4096 : PIPE_BUF;
+  return free > 2 * page ? free - page : PIPE_BUF;
 }
 
 // A bounded byte queue in one buffer allocated (and zeroed) once: bytes live

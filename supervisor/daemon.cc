@@ -47,6 +47,7 @@ using std::chrono::steady_clock;
 constexpr std::size_t kReadBufferBytes = 64 * 1024;
 constexpr std::size_t kMaxBatchBytes = 256 * 1024;  // frames coalesced per socket write
 constexpr int kNumStreams = 2;                      // stdout, stderr
+constexpr auto kStdinAckDelay = std::chrono::milliseconds(1);
 constexpr int kZstdSkipFrames = 64;               // after a frame zstd could not shrink
 constexpr std::size_t kMaxConnections = 8;          // open at once, authenticated or not
 
@@ -202,6 +203,8 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   bool exit_sent_ = false;
   int first_stream_ = 0;
   bool stdin_ack_dirty_ = false;
+  bool stdin_ack_deferred_ = false;  // a lone stdin ack already waited once
+  std::uint64_t stdin_ack_sent_ = 0;  // offset in the last stdin ack sent
   bool closing_ = false;  // a fatal error is queued: send control frames only, then Close()
   // Ended by an explicit detach or its lease, not by a lost connection.
   bool deliberate_end_ = false;
@@ -277,6 +280,7 @@ class Daemon {
   void OnExitKnown();
   void ArmLinger();
   void Shutdown();
+  void ReapKilledOrphans();
 
   DaemonConfig config_;
   asio::io_context io_{1};
@@ -437,10 +441,13 @@ absl::Status Attachment::HandleAck(const wire::Ack& ack) {
   const std::uint64_t offs[kNumStreams] = {
       daemon_.launch().has_pty() ? ack.pty_offset() : ack.stdout_offset(), ack.stderr_offset()};
   for (int i = 0; i < kNumStreams; ++i) {
-    if (offs[i] > sent_[i]) {
+    if (offs[i] > daemon_.ring(i).end()) {
       return absl::InvalidArgumentError(absl::StrCat("ack: offset ", offs[i], " beyond the ",
-                                                     sent_[i], " bytes sent on stream ", i + 1));
+                                                     daemon_.ring(i).end(), " bytes of stream ", i + 1));
     }
+    // After a reattach the host may acknowledge bytes it holds from an
+    // earlier attachment before we resent them: they need no resending.
+    if (offs[i] > sent_[i]) sent_[i] = offs[i];
     if (offs[i] > acked_[i]) {
       acked_[i] = offs[i];
       daemon_.ring(i).Release(offs[i]);
@@ -543,7 +550,7 @@ absl::Status Attachment::Handle(const wire::Envelope& env) {
 void Attachment::AppendOutput(Batch* batch) {
   // Streams take turns going first, so that a flooding stdout cannot keep
   // the shared window from stderr.
-  first_stream_ ^= 1;
+  const std::size_t batch_before = batch->size();
   for (int k = 0; k < kNumStreams; ++k) {
     const int i = (first_stream_ + k) % kNumStreams;
     OutputRing& r = daemon_.ring(i);
@@ -567,7 +574,7 @@ void Attachment::AppendOutput(Batch* batch) {
         // Output that does not compress (random, already compressed) is
         // sent raw for the next frames instead of being tried every time.
         const bool shrank = (static_cast<unsigned char>((*batch->owned())[at + 3]) & protocol::kFlagZstd) != 0;
-        if (!shrank) zstd_skip_[i] = kZstdSkipFrames;
+        if (!shrank && v.size() >= protocol::kMinCompressBytes) zstd_skip_[i] = kZstdSkipFrames;
       } else {
         if (zstd_skip_[i] > 0) --zstd_skip_[i];
         // The frame's prefix, then the data straight from the ring: it stays
@@ -589,6 +596,7 @@ void Attachment::AppendOutput(Batch* batch) {
       eof_sent_[i] = true;
     }
   }
+  if (batch->size() > batch_before) first_stream_ ^= 1;
   if (daemon_.exit() && eof_sent_[0] && eof_sent_[1] && !exit_sent_) {
     wire::Envelope ex;
     ex.set_generation(generation_);
@@ -606,6 +614,7 @@ awaitable<void> Attachment::Writer() {
     batch.Append(control_);
     control_.clear();
     if (authenticated() && !closing_) {
+      const std::size_t before_ack = batch.size();
       if (stdin_ack_dirty_) {
         stdin_ack_dirty_ = false;
         wire::Envelope a;
@@ -615,7 +624,26 @@ awaitable<void> Attachment::Writer() {
         a.mutable_stdin_ack()->set_closed_by_child(daemon_.stdin_closed_by_child());
         protocol::AppendEnvelope(a, Compression::kNone, batch.owned());
       }
+      const std::size_t with_ack = batch.size();
       AppendOutput(&batch);
+      // A stdin acknowledgement alone waits up to kStdinAckDelay for output
+      // to ride with: a child that answers its input (a shell, cat) replies
+      // within microseconds, and the host then wakes once instead of twice
+      // per exchange. Not when it reports EOF or a closed stdin, or once a
+      // quarter of the host's stdin window waits for it.
+      const bool ack_alone = before_ack == 0 && with_ack > 0 && batch.size() == with_ack;
+      const bool urgent = daemon_.stdin_eof_delivered() || daemon_.stdin_closed_by_child() ||
+                          daemon_.stdin_acked() - stdin_ack_sent_ >= kStdinWindowBytes / 4;
+      if (ack_alone && !urgent && !stdin_ack_deferred_) {
+        stdin_ack_deferred_ = true;
+        stdin_ack_dirty_ = true;
+        co_await wake_.WaitUntil(steady_clock::now() + kStdinAckDelay);
+        continue;
+      }
+      if (with_ack > before_ack) {
+        stdin_ack_deferred_ = false;
+        stdin_ack_sent_ = daemon_.stdin_acked();
+      }
     }
     if (batch.size() == 0) {
       if (closing_) break;  // the fatal error is out
@@ -800,7 +828,22 @@ void Daemon::Shutdown() {
   boost::system::error_code ec;
   acceptor_.close(ec);
   if (auto a = attachment_.lock()) a->Close();
+  if (terminating_) ReapKilledOrphans();
   io_.stop();
+}
+
+void Daemon::ReapKilledOrphans() {
+  // What escaped with setsid was SIGKILLed and is ours to reap: leaving
+  // before it is reaped would hand its zombie to an init that may never reap
+  // it (a sandbox whose pid 1 is `sleep`), and it would look alive. Killed
+  // processes go within milliseconds; this waits at most a second.
+  SignalOrphans(SIGKILL);
+  for (int i = 0; i < 100; ++i) {
+    int status = 0;
+    const pid_t p = ::waitpid(-1, &status, WNOHANG);
+    if (p < 0 && errno == ECHILD) return;  // none left
+    if (p <= 0) ::usleep(10 * 1000);
+  }
 }
 
 void Daemon::Fail(wire::ErrorCode code, const absl::Status& why) {

@@ -127,7 +127,9 @@ absl::StatusOr<std::unique_ptr<Channel>> ConnectChannel(const asio::any_io_execu
   std::string path = state_dir + "/sock";
   if (path.size() >= sizeof(addr.sun_path)) path = absl::StrCat("/proc/self/fd/", dirfd, "/sock");
   std::memcpy(addr.sun_path, path.c_str(), std::min(path.size() + 1, sizeof(addr.sun_path) - 1));
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking: a wedged daemon with a full backlog must not stall the
+  // event loop (a Unix socket then refuses at once with EAGAIN).
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) {
     ::close(dirfd);
     return ErrnoStatus("socket", errno);
@@ -138,6 +140,7 @@ absl::StatusOr<std::unique_ptr<Channel>> ConnectChannel(const asio::any_io_execu
   if (rc != 0) {
     ::close(fd);
     if (e == ENOENT || e == ECONNREFUSED) return absl::NotFoundError(absl::StrCat("the process is gone: ", path));
+    if (e == EAGAIN) return absl::UnavailableError(absl::StrCat("the supervisor at ", path, " accepts no connection now"));
     return ErrnoStatus(absl::StrCat("connect ", path), e);
   }
   ucred peer{};

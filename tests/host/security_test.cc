@@ -257,8 +257,10 @@ TEST_CASE("a lying supervisor: a frame that promises 1 MiB and stalls holds no c
 }
 
 TEST_CASE("a lying supervisor: endless output beyond the granted window is refused, bounded") {
+  // Each frame alone exceeds the 64 KiB window (which is shared by both
+  // streams: frames within it are credit the host granted as it read).
   std::string flood;
-  for (int i = 0; i < 64; ++i) flood += FrameOf(OutputAt(static_cast<std::uint64_t>(i) * 60000, std::string(60000, 'x')));
+  for (int i = 0; i < 64; ++i) flood += FrameOf(OutputAt(static_cast<std::uint64_t>(i) * 70000, std::string(70000, 'x')));
   const LieResult r = Lie([&](std::uint64_t id) { return FrameOf(WelcomeFor(id)) + flood; }, LyingTransport::kEnd);
   ExpectRefused(r, "beyond the window");
   CHECK(r.output.size() <= kDefaultOutputWindowBytes);

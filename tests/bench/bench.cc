@@ -374,6 +374,29 @@ void StartLatency() {
         [] { return TetherFirstByte(Provider::kSsh, ""); }, 10);
     Report({ssh, "plain ssh", Ms(b), Ms(o), X(o / b), "(report)"});
   }
+  const std::string ssh_cold = "start to first byte of echo, ssh, cold upload";
+  if (!g_args.ssh.empty() && Selected(ssh_cold)) {
+    auto [b, o] = SideBySide(
+        [] {
+          const double t0 = Now();
+          RawChild c = RawChild::Spawn(SshArgv({"echo", "hi"}), false);
+          char ch;
+          if (::read(c.out, &ch, 1) != 1) Die("ssh echo printed nothing");
+          const double dt = Now() - t0;
+          c.Wait();
+          return dt;
+        },
+        [] {
+          // Remove the installed supervisor first (not timed).
+          RawChild rm = RawChild::Spawn(
+              SshArgv({"sh", "-c", "rm -f \"${TMPDIR:-/tmp}/tether-$(id -u)/bin/\"tether-supervisor-*"}), false);
+          DrainFd(rm.out);
+          rm.Wait();
+          return TetherFirstByte(Provider::kSsh, "");
+        },
+        5);
+    Report({ssh_cold, "plain ssh", Ms(b), Ms(o), X(o / b), "(report)"});
+  }
 }
 
 // ----------------------------------------------------------------- fan-out

@@ -102,4 +102,18 @@ rm -f "$bad"
   rec 1 'resize { size { cols: 1 rows: 1 } }'
   rec 17 'signal { signal: 18 }'
 } >"$out/seed-stdin-closed-own-hello"
+{ byte $((64 | 128))
+  rec 17 'detach { }'
+  rec 145 'hello { min_version: 1 max_version: 1 secret: "wrong-secret-wrong-secret" }'
+  rec 148 'hello { min_version: 1 max_version: 1 window_bytes: 65536 }'
+  for _ in 1 2 3; do rec 49 'ack { }'; done
+} >"$out/seed-flood-detached-evicted-gap"
+{ byte 8
+  rec 17 'stdin_data { offset: 0 data: "abc" }'
+  rec 17 'stdin_eof { offset: 3 }'
+  rec 49 'ack { }'
+  rec 17 'stdin_data { offset: 3 data: "late" }'
+  rec 1 'resize { size { cols: 0 rows: 5 } }'
+  rec 49 'ack { }'
+} >"$out/seed-pty-stdin-eof"
 ls "$out" | wc -l

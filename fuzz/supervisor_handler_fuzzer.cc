@@ -56,6 +56,7 @@
 #include <string_view>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "fuzz/fuzz_util.h"
 #include "protocol/envelope.h"
 #include "supervisor/daemon.h"
@@ -177,7 +178,10 @@ struct Conn {
 std::uint64_t Clamp(std::uint64_t w) { return std::clamp<std::uint64_t>(w, 4096, 64u << 20); }
 
 // Accounts one envelope the daemon decoded from our bytes.
+void Log(const char* dir, const wire::Envelope& env);
+
 void Mirrored(Session& s, Conn& c, const wire::Envelope& env) {
+  Log("->", env);
   if (!c.first_seen) {
     c.first_seen = true;
     if (env.has_hello()) {
@@ -204,7 +208,36 @@ void Mirrored(Session& s, Conn& c, const wire::Envelope& env) {
   }
 }
 
+// TETHER_FUZZ_VERBOSE=1: every envelope the daemon read and sent, to see
+// what a crash input does.
+const bool g_verbose = std::getenv("TETHER_FUZZ_VERBOSE") != nullptr;
+
+void Log(const char* dir, const wire::Envelope& env) {
+  if (!g_verbose) return;
+  // (Lite protobuf: no DebugString.)
+  std::string more;
+  if (env.has_output()) {
+    more = absl::StrCat(" stream ", env.output().stream(), " offset ", env.output().offset(), " +",
+                        env.output().data().size(), env.output().eof() ? " eof" : "");
+  } else if (env.has_output_gap()) {
+    more = absl::StrCat(" stream ", env.output_gap().stream(), " ", env.output_gap().from(), "..",
+                        env.output_gap().to());
+  } else if (env.has_error()) {
+    more = absl::StrCat(" ", env.error().code(), " ", std::string(env.error().message()));
+  } else if (env.has_ack()) {
+    more = absl::StrCat(" ", env.ack().stdout_offset(), "/", env.ack().pty_offset(), " ", env.ack().stderr_offset(),
+                        env.ack().exit() ? " exit" : "");
+  } else if (env.has_stdin_data()) {
+    more = absl::StrCat(" offset ", env.stdin_data().offset(), " +", env.stdin_data().data().size());
+  } else if (env.has_stdin_ack()) {
+    more = absl::StrCat(" ", env.stdin_ack().offset(), env.stdin_ack().eof() ? " eof" : "");
+  }
+  std::fprintf(stderr, "%s %s gen %llu%s\n", dir, std::string(protocol::BodyName(env)).c_str(),
+               static_cast<unsigned long long>(env.generation()), more.c_str());
+}
+
 void OnReply(Session& s, Conn& c, const wire::Envelope& env) {
+  Log("<-", env);
   switch (env.body_case()) {
     case wire::Envelope::kWelcome: {
       CHECK_OR_BUG(!c.welcomed);

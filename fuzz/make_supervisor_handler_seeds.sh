@@ -116,4 +116,9 @@ rm -f "$bad"
   rec 1 'resize { size { cols: 0 rows: 5 } }'
   rec 49 'ack { }'
 } >"$out/seed-pty-stdin-eof"
+{ byte $((4 | 64))
+  for _ in 1 2 3 4 5 6 7 8; do rec 49 'ack { }'; done
+  rec 17 'stdin_data { offset: 0 data: "after the flood" }'
+  rec 49 'ack { }'
+} >"$out/seed-flood-zstd-incompressible-stderr"
 ls "$out" | wc -l

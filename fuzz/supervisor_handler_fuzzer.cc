@@ -307,7 +307,8 @@ void OnReply(Session& s, Conn& c, const wire::Envelope& env) {
   }
 }
 
-void SendRaw(Conn& c, std::string_view bytes);
+void SendRaw(Session& s, Conn& c, std::string_view bytes);
+bool Pump(Session& s, Conn& c, Clock::time_point deadline, const std::function<bool()>& done);
 
 void AckAll(Session& s, Conn& c, bool exit) {
   wire::Envelope env;
@@ -322,7 +323,7 @@ void AckAll(Session& s, Conn& c, bool exit) {
   a->set_exit(exit);
   std::string out;
   protocol::AppendEnvelope(env, protocol::Compression::kNone, &out);
-  SendRaw(c, out);
+  SendRaw(s, c, out);
 }
 
 // Reads replies until `done()`, a close, or `deadline`; false on the deadline.
@@ -362,10 +363,10 @@ bool Pump(Session& s, Conn& c, Clock::time_point deadline, const std::function<b
 
 // Writes all of `bytes`, reading replies meanwhile (so neither side blocks
 // on a full socket); a daemon that stops reading without closing is hung.
-void SendRaw(Conn& c, std::string_view bytes) {
+void SendRaw(Session& s, Conn& c, std::string_view bytes) {
   if (c.closed) return;
   const auto deadline = Clock::now() + kReplyDeadline;
-  while (!bytes.empty()) {
+  while (!bytes.empty() && !c.closed) {
     const ssize_t n = ::send(c.fd, bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n > 0) {
       bytes.remove_prefix(static_cast<std::size_t>(n));
@@ -374,8 +375,15 @@ void SendRaw(Conn& c, std::string_view bytes) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno != EAGAIN) return;  // closed by the daemon: the replies say why
     if (Clock::now() >= deadline) Bug("the daemon neither reads nor closes");
-    pollfd p{c.fd, POLLOUT, 0};
+    pollfd p{c.fd, POLLOUT | POLLIN, 0};
     ::poll(&p, 1, 10);
+    if (p.revents & POLLIN) {
+      // A daemon whose reader stopped (a fatal error) may be writing to us.
+      const bool auto_ack = c.auto_ack;
+      c.auto_ack = false;  // (no nested sends)
+      Pump(s, c, Clock::now(), [] { return false; });
+      c.auto_ack = auto_ack;
+    }
   }
 }
 
@@ -389,7 +397,7 @@ void Send(Session& s, Conn& c, std::string_view bytes) {
     if (!got.ok() || !*got) break;
     Mirrored(s, c, env);
   }
-  SendRaw(c, bytes);
+  SendRaw(s, c, bytes);
   // Read what is already there, so that stamped acks see it.
   Pump(s, c, Clock::now(), [] { return false; });
 }

@@ -16,8 +16,9 @@
 //   record flags: 1 stamp the current generation; 8 stamp a stale one; 4 a
 //   Hello gets our secret and version; 32 an Ack gets the offsets received
 //   so far; 2 zstd when it helps; 64 the payload is sent as raw bytes (no
-//   frame); 16 a round trip (ping) afterwards; 128 reconnect first. An
-//   unparsable payload is framed as is.
+//   frame); 16 a round trip (ping) afterwards; 128 reconnect first; 255
+//   (all) no frame: a pause of 10 ms x (payload[0] % 32), beyond the lease
+//   at 250 ms. An unparsable payload is framed as is.
 //
 // Invariants (abort = our bug): the daemon answers every complete request
 // (a round trip ends in a pong, an error or a close within kReplyDeadline)
@@ -89,6 +90,7 @@ enum Config : std::uint8_t { kWrongSecret = 1, kNoHello = 2, kZstd = 4, kPty = 8
 enum Flag : std::uint8_t {
   kStampGeneration = 1, kCompress = 2, kFixHello = 4, kStaleGeneration = 8,
   kRoundTrip = 16, kAckReceived = 32, kRaw = 64, kReconnect = 128,
+  kPause = 255,  // all of them: no frame, wait 10 ms x (payload[0] % 32)
 };
 
 pid_t g_daemon = -1;
@@ -653,6 +655,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     in.remove_prefix(3);
     const std::string payload(in.substr(0, std::min(len, in.size())));
     in.remove_prefix(payload.size());
+    if (flags == kPause) {
+      // Long enough to outlast the lease (the attachment is closed, output
+      // evicted), reading meanwhile.
+      const int ms = payload.empty() ? 0 : 10 * (static_cast<unsigned char>(payload[0]) % 32);
+      const auto until = Clock::now() + milliseconds(ms);
+      while (Clock::now() < until) {
+        if (c.closed) {
+          std::this_thread::sleep_until(until);
+          break;
+        }
+        Pump(s, c, until, [] { return false; });
+      }
+      continue;
+    }
     if (flags & kReconnect) {
       Disconnect(c);
       c = Conn();

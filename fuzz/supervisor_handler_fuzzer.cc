@@ -26,7 +26,9 @@
 // attachment's generation; output is contiguous per stream from the resume
 // offset, never beyond what the child could have written, within the
 // window the host granted, nothing after EOF, Exit only after both EOFs; a
-// wrong secret is never welcomed; stdin acks never exceed stdin sent. Then
+// wrong secret is never welcomed; stdin acks never exceed stdin sent;
+// without a terminal, stdout is byte for byte what the child wrote (stdin
+// bytes are rewritten to StdinByte(offset) so that it is known). Then
 // the cleanup: attach, Terminate, ack the exit; the daemon must exit 0
 // within kEndDeadline, remove its directory and leave no process behind.
 //
@@ -134,6 +136,13 @@ void KillStrays() {
 
 std::uint64_t SatAdd(std::uint64_t a, std::uint64_t b) { return a + b < a ? ~0ull : a + b; }
 
+// The stdin byte at `offset` in every StdinData we re-encode: compressible
+// (runs of 8 bytes), and a shift by less than 1040 bytes changes it.
+char StdinByte(std::uint64_t offset) {
+  const std::uint64_t run = offset / 8;
+  return offset % 8 == 7 ? static_cast<char>('0' + run % 10) : static_cast<char>('a' + run % 26);
+}
+
 // What the child could have written per stream, given the stdin it got.
 struct Bounds {
   std::uint64_t fixed[2] = {0, 0};
@@ -147,6 +156,13 @@ struct Bounds {
 struct Session {
   bool pty = false;
   Bounds bounds;
+  // Without a terminal, the stdout the child writes is known byte for byte:
+  // `zeros` NULs (child 2), then stdin, which we send as StdinByte(offset)
+  // whatever frames carry it. Unknown once stdin that is not ours was
+  // accepted, or an ack claimed bytes not yet received (a lying host may
+  // see ring bytes reused under a write in progress).
+  bool content_known = false;
+  std::uint64_t zeros = 0;
   std::uint64_t stdin_max = 0;   // highest stdin offset + size the daemon may have accepted
   std::uint64_t last_generation = 0;
   std::uint64_t next_nonce = kPingNonceBase;
@@ -196,10 +212,17 @@ void Mirrored(Session& s, Conn& c, const wire::Envelope& env) {
   }
   // Counted whatever their generation: a looser bound, never a false alarm.
   if (env.has_stdin_data()) {
-    s.stdin_max = std::max(s.stdin_max, SatAdd(env.stdin_data().offset(), env.stdin_data().data().size()));
+    const wire::StdinData& d = env.stdin_data();
+    s.stdin_max = std::max(s.stdin_max, SatAdd(d.offset(), d.data().size()));
+    for (std::size_t j = 0; j < d.data().size() && s.content_known; ++j) {
+      s.content_known = d.data()[j] == StdinByte(d.offset() + j);
+    }
   }
   if (env.has_ack()) {
     const wire::Ack& a = env.ack();
+    if ((s.pty ? a.pty_offset() : a.stdout_offset()) > c.next[0] || a.stderr_offset() > c.next[1]) {
+      s.content_known = false;
+    }
     c.acked[0] = std::max(c.acked[0], s.pty ? a.pty_offset() : a.stdout_offset());
     c.acked[1] = std::max(c.acked[1], a.stderr_offset());
     if (a.window_bytes() != 0) c.window = std::max(c.window, Clamp(a.window_bytes()));
@@ -271,6 +294,12 @@ void OnReply(Session& s, Conn& c, const wire::Envelope& env) {
       CHECK_OR_BUG(!c.eof[i] && !c.exit_seen);
       CHECK_OR_BUG(o.offset() == c.next[i]);
       CHECK_OR_BUG(!o.data().empty() || o.eof());
+      if (i == 0 && s.content_known) {
+        for (std::size_t j = 0; j < o.data().size(); ++j) {
+          const std::uint64_t k = o.offset() + j;
+          CHECK_OR_BUG(o.data()[j] == (k < s.zeros ? '\0' : StdinByte(k - s.zeros)));
+        }
+      }
       c.next[i] += o.data().size();
       c.eof[i] = o.eof();
       CHECK_OR_BUG(c.next[i] <= s.bounds.Max(i, s.stdin_max));
@@ -488,13 +517,14 @@ wire::Launch MakeLaunch(std::uint8_t config, Session* s) {
     case 2:
       l.add_argv("/bin/sh"), l.add_argv("-c");
       l.add_argv("head -c 300000 /dev/zero; head -c 70000 /dev/urandom >&2; exec cat");
-      s->bounds.fixed[0] = kFloodStdout;
+      s->bounds.fixed[0] = s->zeros = kFloodStdout;
       s->bounds.fixed[1] = kFloodStderr;
       break;
     default:
       l.add_argv("/bin/true");
   }
   s->pty = config & kPty;
+  s->content_known = !s->pty;
   if (s->pty) {
     l.mutable_pty()->set_cols(80);
     l.mutable_pty()->set_rows(24);
@@ -686,6 +716,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         env.mutable_hello()->set_secret(kSecret);
         env.mutable_hello()->set_min_version(tether::kProtocolVersion);
         env.mutable_hello()->set_max_version(tether::kProtocolVersion);
+      }
+      if (!s.pty && env.has_stdin_data()) {
+        std::string* d = env.mutable_stdin_data()->mutable_data();
+        for (std::size_t j = 0; j < d->size(); ++j) (*d)[j] = StdinByte(env.stdin_data().offset() + j);
       }
       if ((flags & kAckReceived) && env.has_ack()) {
         if (s.pty) {

@@ -25,7 +25,7 @@ rec() {  # rec FLAGS TEXT: one record holding an Envelope
 }
 # Record flags (supervisor_handler_fuzzer.cc): 1 generation, 2 zstd, 4 our
 # secret in a Hello, 8 stale generation, 16 round trip, 32 ack what was
-# received, 64 raw bytes, 128 reconnect first; 255 pause 10 ms x payload[0].
+# received, 64 raw bytes, 128 reconnect first; 255 pause 4 ms x payload[0].
 # Config: 1 wrong secret, 2 no Hello from the fuzzer, 4 zstd, 8 pty, 16 stdin
 # closed, 32/64/96 child (sh cat+echo, flood, true), 128 small window and ring.
 { byte 0
@@ -123,11 +123,11 @@ rm -f "$bad"
 } >"$out/seed-flood-zstd-incompressible-stderr"
 { byte $((64 | 128))
   rec 49 'ack { }'
-  byte 255; byte 0; byte 1; byte 26
+  byte 255; byte 0; byte 1; byte 30
   rec 132 'hello { min_version: 1 max_version: 1 }'
   rec 49 'ack { }'
   rec 148 'hello { min_version: 1 max_version: 1 }'
-  byte 255; byte 0; byte 1; byte 5
+  byte 255; byte 0; byte 1; byte 10
   rec 148 'hello { min_version: 1 max_version: 1 }'
   rec 49 'ack { }'
 } >"$out/seed-lease-expiry-lost-connection"

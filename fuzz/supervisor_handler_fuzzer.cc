@@ -17,8 +17,8 @@
 //   Hello gets our secret and version; 32 an Ack gets the offsets received
 //   so far; 2 zstd when it helps; 64 the payload is sent as raw bytes (no
 //   frame); 16 a round trip (ping) afterwards; 128 reconnect first; 255
-//   (all) no frame: a pause of 10 ms x (payload[0] % 32), beyond the lease
-//   at 250 ms. An unparsable payload is framed as is.
+//   (all) no frame: a pause of 4 ms x (payload[0] % 32), beyond the lease
+//   at 100 ms from 26 on. An unparsable payload is framed as is.
 //
 // Invariants (abort = our bug): the daemon answers every complete request
 // (a round trip ends in a pong, an error or a close within kReplyDeadline)
@@ -77,8 +77,12 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr char kSecret[] = "supervisor-handler-fuzz-secret-0";  // 32 bytes (16..64)
-constexpr unsigned kLeaseMs = 250;  // short: a lost attachment frees the daemon quickly
-constexpr unsigned kLingerMs = 250;  // exit record kept this long without an attachment
+// Short, so that a pause record outlasts the lease, and a daemon without an
+// attachment ends soon after its child (a lease that expires while we work
+// closes the connection, which every check accepts).
+constexpr unsigned kLeaseMs = 100;
+constexpr unsigned kLingerMs = 100;  // exit record kept this long without an attachment
+constexpr unsigned kPauseUnitMs = 4;  // a pause record waits payload[0] % 32 of these
 constexpr unsigned kDrainMs = 100;
 constexpr unsigned kTerminateGraceMs = 1000;  // SIGTERM, then SIGKILL after this
 // A daemon silent this long on a complete request is hung (generous: ASan
@@ -92,7 +96,7 @@ enum Config : std::uint8_t { kWrongSecret = 1, kNoHello = 2, kZstd = 4, kPty = 8
 enum Flag : std::uint8_t {
   kStampGeneration = 1, kCompress = 2, kFixHello = 4, kStaleGeneration = 8,
   kRoundTrip = 16, kAckReceived = 32, kRaw = 64, kReconnect = 128,
-  kPause = 255,  // all of them: no frame, wait 10 ms x (payload[0] % 32)
+  kPause = 255,  // all of them: no frame, wait kPauseUnitMs x (payload[0] % 32)
 };
 
 pid_t g_daemon = -1;
@@ -688,7 +692,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (flags == kPause) {
       // Long enough to outlast the lease (the attachment is closed, output
       // evicted), reading meanwhile.
-      const int ms = payload.empty() ? 0 : 10 * (static_cast<unsigned char>(payload[0]) % 32);
+      const unsigned ms = payload.empty() ? 0 : kPauseUnitMs * (static_cast<unsigned char>(payload[0]) % 32);
       const auto until = Clock::now() + milliseconds(ms);
       while (Clock::now() < until) {
         if (c.closed) {

@@ -18,7 +18,9 @@
 //   so far; 2 zstd when it helps; 64 the payload is sent as raw bytes (no
 //   frame); 16 a round trip (ping) afterwards; 128 reconnect first; 255
 //   (all) no frame: a pause of 4 ms x (payload[0] % 32), beyond the lease
-//   at 100 ms from 26 on. An unparsable payload is framed as is.
+//   at 100 ms from 26 on. A payload is re-encoded (version stamped; without
+//   a terminal, StdinData bytes rewritten, see StdinByte) only with flag
+//   1, 4, 8 or 32 and when it parses; otherwise it is framed as is.
 //
 // Invariants (abort = our bug): the daemon answers every complete request
 // (a round trip ends in a pong, an error or a close within kReplyDeadline)

@@ -28,7 +28,8 @@
 // attachment's generation; output is contiguous per stream from the resume
 // offset, never beyond what the child could have written, within the
 // window the host granted, nothing after EOF, Exit only after both EOFs; a
-// wrong secret is never welcomed; stdin acks never exceed stdin sent;
+// wrong secret is never welcomed; stdin acks never exceed stdin sent; a
+// state (Welcome, Status) has an exit exactly when its phase has ended;
 // without a terminal, stdout is byte for byte what the child wrote (stdin
 // bytes are rewritten to StdinByte(offset) so that it is known). Then
 // the cleanup: attach, Terminate, ack the exit; the daemon must exit 0
@@ -267,6 +268,13 @@ void Log(const char* dir, const wire::Envelope& env) {
                static_cast<unsigned long long>(env.generation()), more.c_str());
 }
 
+void CheckState(const Session& s, const wire::ProcessState& st) {
+  CHECK_OR_BUG(st.stdin_acked() <= st.stdin_received());
+  CHECK_OR_BUG(st.stdin_received() <= s.stdin_max);
+  const bool ended = st.phase() == wire::ProcessState::PHASE_EXITED || st.phase() == wire::ProcessState::PHASE_FAILED;
+  CHECK_OR_BUG(ended == st.has_exit());
+}
+
 void OnReply(Session& s, Conn& c, const wire::Envelope& env) {
   Log("<-", env);
   switch (env.body_case()) {
@@ -275,6 +283,7 @@ void OnReply(Session& s, Conn& c, const wire::Envelope& env) {
       CHECK_OR_BUG(c.first_is_good_hello);  // a wrong secret is never welcomed
       CHECK_OR_BUG(env.welcome().generation() == env.generation());
       CHECK_OR_BUG(env.generation() > s.last_generation);
+      CheckState(s, env.welcome().state());
       s.last_generation = c.generation = env.generation();
       c.welcomed = true;
       ++c.answers;
@@ -332,8 +341,7 @@ void OnReply(Session& s, Conn& c, const wire::Envelope& env) {
       c.stdin_acked = env.stdin_ack().offset();
       return;
     case wire::Envelope::kStatus:
-      CHECK_OR_BUG(env.status().stdin_acked() <= env.status().stdin_received());
-      CHECK_OR_BUG(env.status().stdin_received() <= s.stdin_max);
+      CheckState(s, env.status());
       return;
     case wire::Envelope::kPong:
       CHECK_OR_BUG(s.any_nonce && env.pong().nonce() <= s.max_nonce_sent);

@@ -559,6 +559,7 @@ pid_t StartDaemon(wire::Launch launch) {
   if (!created.ok()) Bug("cannot create the state directory");
   absl::StatusOr<int> listen_fd = sup::ListenInDir(g_dir);
   if (!listen_fd.ok()) Bug("cannot listen in the state directory");
+  const pid_t fuzzer = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) Bug("fork");
   if (pid == 0) {
@@ -566,6 +567,10 @@ pid_t StartDaemon(wire::Launch launch) {
     // reports) and we are its parent (we wait for it).
     ::setsid();
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    // A fuzzer killed (timeout, ^C, SIGPIPE on its log) leaves no daemon:
+    // its child then sees EOF or a hangup and ends too.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != fuzzer) ::_exit(1);  // it died before the prctl
     ::signal(SIGPIPE, SIG_IGN);
     ::signal(SIGHUP, SIG_IGN);
     for (int fd = 3; fd < 1024; ++fd) {
@@ -665,15 +670,18 @@ void WaitDaemon() {
 }
 
 // Per input: <base>/<n>, under a private base made once.
+// (A char array: a static std::string would be destroyed before the
+// atexit handler registered while constructing it runs.)
 std::string NextDir() {
-  static std::string base = [] {
-    char tmpl[] = "/tmp/tether-supfuzz-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) tether::fuzz::Fail(kFuzzTarget, "mkdtemp");
-    std::atexit([] { ::rmdir(base.c_str()); });
-    return std::string(tmpl);
+  static char base[] = "/tmp/tether-supfuzz-XXXXXX";
+  static const bool made = [] {
+    if (::mkdtemp(base) == nullptr) tether::fuzz::Fail(kFuzzTarget, "mkdtemp");
+    std::atexit([] { ::rmdir(base); });
+    return true;
   }();
+  (void)made;
   static std::uint64_t n = 0;
-  return base + "/" + std::to_string(n++);
+  return std::string(base) + "/" + std::to_string(n++);
 }
 
 }  // namespace

@@ -5,9 +5,10 @@
 // With -max_total_time=S (the libFuzzer flag) it then fuzzes for S seconds
 // by mutation, for targets libFuzzer cannot build (message_handler): random
 // corpus inputs get bit flips, byte changes, inserts, erases, duplicated
-// ranges and splices, drawn from -seed=N (default 1). Before each run the
-// input is written to <-artifact_prefix>crash-input, so the input of a crash
-// (an abort) is left there to be added to the corpus; a clean end removes it.
+// ranges and splices, drawn from -seed=N (default 1); other -flags are
+// ignored. Before each run the input is written to
+// <-artifact_prefix>crash-input, so the input of a crash (an abort) is left
+// there to be added to the corpus; a clean end removes it.
 #include <unistd.h>
 
 #include <chrono>
@@ -84,6 +85,9 @@ int main(int argc, char** argv) {
       prefix = a.substr(17);
       continue;
     }
+    // Other libFuzzer flags (./dev fuzz_all passes -print_final_stats=1)
+    // mean nothing here; read as paths they failed the whole run.
+    if (a.size() > 1 && a[0] == '-') continue;
     std::error_code ec;
     const std::filesystem::path root(a);
     if (std::filesystem::is_directory(root, ec)) {

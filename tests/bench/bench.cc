@@ -4,7 +4,7 @@
 // that alternate baseline and tether, and is reported as a ratio, because
 // this machine is shared and noisy. Never part of the test suite.
 //
-//   tether_bench [--reps N] [--bytes N] [--only SUBSTRING]
+//   tether_bench [--reps N] [--bytes N] [--only SUBSTRING] [--ssh-window BYTES]
 //                [--ssh 'ssh -T ... user@127.0.0.1']   (tests/bench/run.sh)
 //
 // Prints a Markdown table: benchmark, baseline, tether, ratio, target.
@@ -47,6 +47,7 @@ struct Args {
   std::uint64_t bytes = 1ull << 30;
   std::string only;
   std::string ssh;
+  std::size_t ssh_window = 1 << 20;
 };
 Args g_args;
 std::string g_work;  // scratch directory of this run
@@ -55,12 +56,13 @@ std::string g_work;  // scratch directory of this run
 
 struct Row {
   std::string name, baseline_name, base, ours, ratio, target;
+  std::string cpu = "";  // machine CPU seconds per GB, baseline / tether (throughput rows)
 };
 std::vector<Row> g_rows;
 
 void Report(Row r) {
-  std::fprintf(stderr, "  %-44s %-18s %14s %14s %8s  %s\n", r.name.c_str(), r.baseline_name.c_str(), r.base.c_str(),
-               r.ours.c_str(), r.ratio.c_str(), r.target.c_str());
+  std::fprintf(stderr, "  %-44s %-18s %14s %14s %8s  %-24s %s\n", r.name.c_str(), r.baseline_name.c_str(),
+               r.base.c_str(), r.ours.c_str(), r.ratio.c_str(), r.target.c_str(), r.cpu.c_str());
   g_rows.push_back(std::move(r));
 }
 
@@ -176,23 +178,47 @@ std::vector<std::string> SshArgv(std::vector<std::string> remote) {
   return a;
 }
 
-// Medians of alternating runs.
+// CPU seconds (user + system) used by the whole machine so far: on a
+// machine whose cores are all busy, CPU per byte is what bounds throughput.
+double MachineCpuSeconds() {
+  std::ifstream f("/proc/stat");
+  std::string cpu;
+  std::uint64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0;
+  f >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq;
+  return double(user + nice + system + irq + softirq) / double(::sysconf(_SC_CLK_TCK));
+}
+
+// Medians of alternating runs; also the median machine CPU of each run.
+struct Medians {
+  double base, ours, base_cpu, ours_cpu;
+};
+Medians SideBySideCpu(const std::function<double()>& base, const std::function<double()>& ours, int reps = 0) {
+  std::vector<double> b, o, bc, oc;
+  for (int i = 0; i < (reps ? reps : g_args.reps); ++i) {
+    double c0 = MachineCpuSeconds();
+    b.push_back(base());
+    double c1 = MachineCpuSeconds();
+    o.push_back(ours());
+    double c2 = MachineCpuSeconds();
+    bc.push_back(c1 - c0);
+    oc.push_back(c2 - c1);
+  }
+  return {Median(b), Median(o), Median(bc), Median(oc)};
+}
+
 std::pair<double, double> SideBySide(const std::function<double()>& base, const std::function<double()>& ours,
                                      int reps = 0) {
-  std::vector<double> b, o;
-  for (int i = 0; i < (reps ? reps : g_args.reps); ++i) {
-    b.push_back(base());
-    o.push_back(ours());
-  }
-  return {Median(b), Median(o)};
+  const Medians m = SideBySideCpu(base, ours, reps);
+  return {m.base, m.ours};
 }
 
 void ThroughputRow(const std::string& name, const std::string& baseline_name, const std::function<double()>& base,
                    const std::function<double()>& ours, std::uint64_t bytes, const std::string& target,
                    int reps = 0) {
   if (!Selected(name)) return;
-  auto [b, o] = SideBySide(base, ours, reps);
-  Report({name, baseline_name, MBps(bytes, b), MBps(bytes, o), X(b / o), target});
+  const Medians m = SideBySideCpu(base, ours, reps);
+  Report({name, baseline_name, MBps(bytes, m.base), MBps(bytes, m.ours), X(m.base / m.ours), target,
+          Fmt("%.2f", m.base_cpu / (bytes / 1e9)) + " / " + Fmt("%.2f", m.ours_cpu / (bytes / 1e9))});
 }
 
 // A file of random bytes that `cat` repeats to make `bytes` of output.
@@ -235,9 +261,9 @@ void Throughput() {
                 [&] { return TetherStream(Provider::kText, trandom, 1 << 20, trn); }, trn, "(report)");
   if (!g_args.ssh.empty()) {
     ThroughputRow("throughput ssh, zeros, 1 MiB window", "plain ssh", raw(SshArgv(zeros), n),
-                  [&] { return TetherStream(Provider::kSsh, zeros, 1 << 20, n); }, n, ">= 0.9x");
+                  [&] { return TetherStream(Provider::kSsh, zeros, g_args.ssh_window, n); }, n, ">= 0.9x");
     ThroughputRow("throughput ssh, random, 1 MiB window", "plain ssh", raw(SshArgv(random), rn),
-                  [&] { return TetherStream(Provider::kSsh, random, 1 << 20, rn); }, rn, ">= 0.9x");
+                  [&] { return TetherStream(Provider::kSsh, random, g_args.ssh_window, rn); }, rn, ">= 0.9x");
   }
 }
 
@@ -572,11 +598,11 @@ void Sizes() {
 }
 
 void PrintTable() {
-  std::printf("| benchmark | baseline | baseline figure | tether | ratio | target |\n");
-  std::printf("|---|---|---:|---:|---:|---|\n");
+  std::printf("| benchmark | baseline | baseline figure | tether | ratio | target | CPU s/GB, base / tether |\n");
+  std::printf("|---|---|---:|---:|---:|---|---:|\n");
   for (const Row& r : g_rows) {
-    std::printf("| %s | %s | %s | %s | %s | %s |\n", r.name.c_str(), r.baseline_name.c_str(), r.base.c_str(),
-                r.ours.c_str(), r.ratio.c_str(), r.target.c_str());
+    std::printf("| %s | %s | %s | %s | %s | %s | %s |\n", r.name.c_str(), r.baseline_name.c_str(), r.base.c_str(),
+                r.ours.c_str(), r.ratio.c_str(), r.target.c_str(), r.cpu.empty() ? "" : r.cpu.c_str());
   }
 }
 
@@ -597,6 +623,8 @@ int main(int argc, char** argv) {
       g_args.bytes = std::stoull(next());
     } else if (a == "--only") {
       g_args.only = next();
+    } else if (a == "--ssh-window") {
+      g_args.ssh_window = std::stoull(next());
     } else if (a == "--ssh") {
       g_args.ssh = next();
     } else {

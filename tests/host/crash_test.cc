@@ -32,6 +32,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "host/errors.h"
+#include "host/internal/forwarding_transport.h"
 #include "host/local_transport.h"
 #include "host/process.h"
 #include "tests/host/proc_util.h"
@@ -226,7 +227,13 @@ int main(int argc, char** argv) {
       asio::io_context io;
       auto local = tether::MakeLocalTransport(io.get_executor(), tether::LocalOptions{root});
       if (!local.ok()) return 2;
-      asio::co_spawn(io, RunTrial(**local, t, bin, &leftover), [](std::exception_ptr e) {
+      // The local provider connects to the daemon directly; a decorator
+      // does not (it has only Exec), so its channels run through a bridge
+      // process: every bridge trial, and every other daemon or child trial.
+      tether::internal::ForwardingTransport bridged(**local);
+      const bool via_bridge = t.victim == kBridge || (seed / 3) % 2 == 1;
+      tether::Transport& transport = via_bridge ? static_cast<tether::Transport&>(bridged) : **local;
+      asio::co_spawn(io, RunTrial(transport, t, bin, &leftover), [](std::exception_ptr e) {
         if (e) std::rethrow_exception(e);
       });
       io.run();

@@ -338,7 +338,7 @@ TEST_CASE("a channel killed mid-stream loses nothing that was still in the ring"
     }
     absl::StatusOr<std::string> ref = (*p)->Reference();
     REQUIRE(ref.ok());
-    p->reset();  // no disconnect: the channel (and its bridge) just die
+    p->reset();  // no disconnect: the channel (and its bridge, if any) just dies
     // The supervisor notices the dead bridge at once; reopen may still race
     // it, so retry briefly while it reports BUSY.
     absl::StatusOr<std::unique_ptr<Process>> q = absl::UnavailableError("");

@@ -6,6 +6,8 @@
 // start, peak and end figures (they must stay flat: no growth with work).
 #include <stdlib.h>
 
+#include <malloc.h>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -132,9 +134,13 @@ int main(int argc, char** argv) {
     if (rss0 < 0 && s.processes >= 50) rss0 = rss, fds0 = fds;  // after warm-up (caches, the supervisor bytes)
     rss_peak = std::max(rss_peak, rss);
     fds_peak = std::max(fds_peak, fds);
-    std::printf("soak t=%5.0fs processes=%llu reopens=%llu terminates=%llu bytes=%llu rss=%ld KiB fds=%d\n", t,
-                static_cast<unsigned long long>(s.processes), static_cast<unsigned long long>(s.reopens),
-                static_cast<unsigned long long>(s.terminates), static_cast<unsigned long long>(s.bytes), rss, fds);
+    // Heap in use tells a leak (it grows) from allocator fragmentation
+    // (RSS creeps, the heap does not).
+    const struct mallinfo2 mi = ::mallinfo2();
+    std::printf("soak t=%5.0fs processes=%llu reopens=%llu terminates=%llu bytes=%llu rss=%ld KiB heap=%zu KiB fds=%d\n",
+                t, static_cast<unsigned long long>(s.processes), static_cast<unsigned long long>(s.reopens),
+                static_cast<unsigned long long>(s.terminates), static_cast<unsigned long long>(s.bytes), rss,
+                (mi.uordblks + mi.hblkhd) / 1024, fds);
     std::fflush(stdout);
     if (std::chrono::steady_clock::now() >= s.end) return;
     sampler.expires_after(std::chrono::seconds(10));

@@ -31,18 +31,27 @@ std::string_view Marker(ArmorDirection dir) {
 void AppendBase85(std::string_view bytes, std::string* out) {
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
   std::size_t n = bytes.size();
-  char digits[5];
-  while (n > 0) {
-    const std::size_t take = n < 4 ? n : 4;
+  // Sized once, written in place (no append per group).
+  const std::size_t start = out->size();
+  out->resize(start + n / 4 * 5 + (n % 4 ? n % 4 + 1 : 0));
+  char* o = out->data() + start;
+  for (; n >= 4; p += 4, n -= 4, o += 5) {
+    std::uint32_t v = static_cast<std::uint32_t>(p[0]) << 24 | static_cast<std::uint32_t>(p[1]) << 16 |
+                      static_cast<std::uint32_t>(p[2]) << 8 | p[3];
+    for (int i = 4; i >= 0; --i) {
+      o[i] = kAlphabet[v % 85];
+      v /= 85;
+    }
+  }
+  if (n > 0) {
     std::uint32_t v = 0;
-    for (std::size_t i = 0; i < 4; ++i) v = (v << 8) | (i < take ? p[i] : 0);
+    for (std::size_t i = 0; i < 4; ++i) v = (v << 8) | (i < n ? p[i] : 0);
+    char digits[5];
     for (int i = 4; i >= 0; --i) {
       digits[i] = kAlphabet[v % 85];
       v /= 85;
     }
-    out->append(digits, take + 1);
-    p += take;
-    n -= take;
+    std::memcpy(o, digits, n + 1);
   }
 }
 
@@ -64,7 +73,8 @@ std::string Base85Encode(std::string_view bytes) {
 bool Base85Decode(std::string_view text, std::string* out) {
   out->clear();
   if (text.size() % 5 == 1) return false;
-  out->reserve(text.size() / 5 * 4 + 3);
+  out->resize(text.size() / 5 * 4 + (text.size() % 5 ? text.size() % 5 - 1 : 0));
+  char* o = out->data();
   std::size_t i = 0;
   while (i < text.size()) {
     const std::size_t take = text.size() - i < 5 ? text.size() - i : 5;
@@ -73,15 +83,19 @@ bool Base85Decode(std::string_view text, std::string* out) {
       int d = 84;  // pad a short group with the highest digit
       if (k < take) {
         d = kReverse[static_cast<unsigned char>(text[i + k])];
-        if (d < 0) return false;
+        if (d < 0) {
+          out->clear();
+          return false;
+        }
       }
       v = v * 85 + static_cast<std::uint64_t>(d);
     }
-    if (v > 0xffffffffULL) return false;
-    const std::size_t bytes = take - 1;
-    for (std::size_t k = 0; k < bytes; ++k) {
-      out->push_back(static_cast<char>((v >> (24 - 8 * k)) & 0xff));
+    if (v > 0xffffffffULL) {
+      out->clear();
+      return false;
     }
+    const std::size_t bytes = take - 1;
+    for (std::size_t k = 0; k < bytes; ++k) *o++ = static_cast<char>((v >> (24 - 8 * k)) & 0xff);
     i += take;
   }
   return true;

@@ -180,6 +180,25 @@ TEST_CASE("an armored line ends with the frame's CRC-32C in lowercase hex") {
   std::snprintf(hex, sizeof hex, "%08x", Crc32c(frame));
   CHECK(line.substr(line.size() - 10) == "|" + std::string(hex) + "\n");
   CHECK(Crc32c("123456789") == 0xE3069283u);  // the standard CRC-32C check value
+  // Slicing-by-8 equals the bytewise definition at every length, alignment
+  // and chaining point.
+  const auto reference = [](std::string_view d, std::uint32_t crc) {
+    crc = ~crc;
+    for (unsigned char b : d) {
+      crc ^= b;
+      for (int k = 0; k < 8; ++k) crc = (crc & 1) ? (crc >> 1) ^ 0x82F63B78u : crc >> 1;
+    }
+    return ~crc;
+  };
+  std::string buf;
+  for (int i = 0; i < 300; ++i) buf.push_back(static_cast<char>(i * 131 + 7));
+  for (std::size_t off = 0; off < 9; ++off) {
+    for (std::size_t len = 0; off + len <= buf.size(); len += 7) {
+      const std::string_view d = std::string_view(buf).substr(off, len);
+      CHECK(Crc32c(d) == reference(d, 0));
+      CHECK(Crc32c(d.substr(len / 2), Crc32c(d.substr(0, len / 2))) == reference(d, 0));
+    }
+  }
 }
 
 TEST_CASE("AppendArmoredLine appends after existing text") {

@@ -31,16 +31,6 @@ class Notifier {
     pending_ = false;
   }
 
-  // The same, returning at `deadline` at the latest.
-  asio::awaitable<void> WaitUntil(std::chrono::steady_clock::time_point deadline) {
-    if (!pending_) {
-      timer_.expires_at(deadline);
-      co_await timer_.async_wait(kNoThrow);
-      timer_.expires_at(std::chrono::steady_clock::time_point::max());
-    }
-    pending_ = false;
-  }
-
  private:
   asio::steady_timer timer_;
   bool pending_ = false;

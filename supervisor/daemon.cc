@@ -47,7 +47,6 @@ using std::chrono::steady_clock;
 constexpr std::size_t kReadBufferBytes = 64 * 1024;
 constexpr std::size_t kMaxBatchBytes = 256 * 1024;  // frames coalesced per socket write
 constexpr int kNumStreams = 2;                      // stdout, stderr
-constexpr auto kStdinAckDelay = std::chrono::milliseconds(1);
 constexpr int kZstdSkipFrames = 64;               // after a frame zstd could not shrink
 constexpr std::size_t kMaxConnections = 8;          // open at once, authenticated or not
 
@@ -203,8 +202,6 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   bool exit_sent_ = false;
   int first_stream_ = 0;
   bool stdin_ack_dirty_ = false;
-  bool stdin_ack_deferred_ = false;  // a lone stdin ack already waited once
-  std::uint64_t stdin_ack_sent_ = 0;  // offset in the last stdin ack sent
   bool closing_ = false;  // a fatal error is queued: send control frames only, then Close()
   // Ended by an explicit detach or its lease, not by a lost connection.
   bool deliberate_end_ = false;
@@ -614,7 +611,6 @@ awaitable<void> Attachment::Writer() {
     batch.Append(control_);
     control_.clear();
     if (authenticated() && !closing_) {
-      const std::size_t before_ack = batch.size();
       if (stdin_ack_dirty_) {
         stdin_ack_dirty_ = false;
         wire::Envelope a;
@@ -624,26 +620,7 @@ awaitable<void> Attachment::Writer() {
         a.mutable_stdin_ack()->set_closed_by_child(daemon_.stdin_closed_by_child());
         protocol::AppendEnvelope(a, Compression::kNone, batch.owned());
       }
-      const std::size_t with_ack = batch.size();
       AppendOutput(&batch);
-      // A stdin acknowledgement alone waits up to kStdinAckDelay for output
-      // to ride with: a child that answers its input (a shell, cat) replies
-      // within microseconds, and the host then wakes once instead of twice
-      // per exchange. Not when it reports EOF or a closed stdin, or once a
-      // quarter of the host's stdin window waits for it.
-      const bool ack_alone = before_ack == 0 && with_ack > 0 && batch.size() == with_ack;
-      const bool urgent = daemon_.stdin_eof_delivered() || daemon_.stdin_closed_by_child() ||
-                          daemon_.stdin_acked() - stdin_ack_sent_ >= kStdinWindowBytes / 4;
-      if (ack_alone && !urgent && !stdin_ack_deferred_) {
-        stdin_ack_deferred_ = true;
-        stdin_ack_dirty_ = true;
-        co_await wake_.WaitUntil(steady_clock::now() + kStdinAckDelay);
-        continue;
-      }
-      if (with_ack > before_ack) {
-        stdin_ack_deferred_ = false;
-        stdin_ack_sent_ = daemon_.stdin_acked();
-      }
     }
     if (batch.size() == 0) {
       if (closing_) break;  // the fatal error is out

@@ -240,6 +240,7 @@ std::vector<std::string> RandomSource(std::uint64_t bytes) {
 }
 
 void Throughput() {
+  if (!Selected("throughput")) return;  // (spares the random file)
   const std::uint64_t n = g_args.bytes;
   const auto zeros = std::vector<std::string>{"head", "-c", std::to_string(n), "/dev/zero"};
   const auto random = RandomSource(n);

@@ -657,16 +657,18 @@ asio::awaitable<absl::StatusOr<wire::Welcome>> Attach(Transport& transport, Proc
   if (transport.can_connect() && transport.tunnel() == TunnelMode::kBinary) {
     // This machine: `launch --direct` starts the daemon and exits, and we
     // connect to its socket ourselves (no bridge process in the data path).
+    std::unique_ptr<Channel> launcher;
     if (!first.empty()) {
       command.push_back("--direct");
-      absl::StatusOr<std::unique_ptr<Channel>> launcher = co_await transport.Exec(std::move(command));
-      if (!launcher.ok()) co_return launcher.status();
-      if (absl::Status st = co_await (*launcher)->Write(first); !st.ok()) co_return st;
+      absl::StatusOr<std::unique_ptr<Channel>> l = co_await transport.Exec(std::move(command));
+      if (!l.ok()) co_return l.status();
+      launcher = *std::move(l);
+      if (absl::Status st = co_await launcher->Write(first); !st.ok()) co_return st;
       // Nothing on success; an error frame when the launch was refused.
       protocol::EnvelopeDecoder dec;
       char buf[4096];
       while (true) {
-        absl::StatusOr<std::size_t> n = co_await (*launcher)->ReadSome({buf, sizeof buf});
+        absl::StatusOr<std::size_t> n = co_await launcher->ReadSome({buf, sizeof buf});
         if (!n.ok()) co_return n.status();
         if (*n == 0) {
           if (!dec.idle()) co_return absl::DataLossError("launch --direct ended in the middle of a frame");
@@ -678,20 +680,17 @@ asio::awaitable<absl::StatusOr<wire::Welcome>> Attach(Transport& transport, Proc
         if (got.ok() && *got && env.has_error()) co_return StatusFromWireError(env.error());
         if (!got.ok() || *got) co_return absl::DataLossError("launch --direct wrote something other than an error");
       }
-      absl::StatusOr<std::unique_ptr<Channel>> ch = co_await transport.Connect(state.state_dir);
-      if (!ch.ok()) {
-        const std::string diag = (*launcher)->Diagnostics();
-        co_return absl::Status(ch.status().code(),
-                               absl::StrCat("the launch left no supervisor to connect to: ",
-                                            std::string(ch.status().message()),
-                                            diag.empty() ? "" : absl::StrCat("; its stderr: ", diag)));
-      }
-      state.session = Session::Create(transport.executor(), *std::move(ch));
-    } else {
-      absl::StatusOr<std::unique_ptr<Channel>> ch = co_await transport.Connect(state.state_dir);
-      if (!ch.ok()) co_return ch.status();
-      state.session = Session::Create(transport.executor(), *std::move(ch));
     }
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await transport.Connect(state.state_dir);
+    if (!ch.ok()) {
+      if (!launcher) co_return ch.status();
+      const std::string diag = launcher->Diagnostics();
+      co_return absl::Status(ch.status().code(),
+                             absl::StrCat("the launch left no supervisor to connect to: ",
+                                          std::string(ch.status().message()),
+                                          diag.empty() ? "" : absl::StrCat("; its stderr: ", diag)));
+    }
+    state.session = Session::Create(transport.executor(), *std::move(ch));
     co_return co_await state.session->Handshake(std::move(hello));
   }
   absl::StatusOr<std::unique_ptr<Channel>> channel = co_await transport.Exec(std::move(command));

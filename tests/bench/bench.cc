@@ -8,7 +8,6 @@
 //                [--ssh 'ssh -T ... user@127.0.0.1']   (tests/bench/run.sh)
 //
 // Prints a Markdown table: benchmark, baseline, tether, ratio, target.
-#include <malloc.h>
 #include <sys/resource.h>
 
 #include <boost/asio/co_spawn.hpp>
@@ -35,6 +34,7 @@
 #include "protocol/armor.h"
 #include "protocol/envelope.h"
 #include "tests/bench/bench_util.h"
+#include "tests/host/proc_util.h"
 
 namespace tether::bench {
 namespace {
@@ -342,9 +342,10 @@ void RoundTrip() {
 
 // ----------------------------------------------------------- start latency
 
-double RawFirstByte() {
+// fork+exec of `argv` (echo hi, locally or through ssh) to its first byte.
+double RawFirstByte(const std::vector<std::string>& argv) {
   const double t0 = Now();
-  RawChild c = RawChild::Spawn({"echo", "hi"}, false);
+  RawChild c = RawChild::Spawn(argv, false);
   char b;
   if (::read(c.out, &b, 1) != 1) Die("echo printed nothing");
   const double dt = Now() - t0;
@@ -374,13 +375,14 @@ void StartLatency() {
   const std::string warm = "start to first byte of echo, local, installed";
   if (Selected(warm)) {
     TetherFirstByte(Provider::kLocal, "");  // installs
-    auto [b, o] = SideBySide(RawFirstByte, [] { return TetherFirstByte(Provider::kLocal, ""); }, 20);
+    auto [b, o] = SideBySide([] { return RawFirstByte({"echo", "hi"}); },
+                             [] { return TetherFirstByte(Provider::kLocal, ""); }, 20);
     Report({warm, "fork+exec, pipe", Ms(b), Ms(o), X(o / b), "< 10 ms"});
   }
   const std::string cold = "start to first byte of echo, local, cold upload";
   if (Selected(cold)) {
     int i = 0;
-    auto [b, o] = SideBySide(RawFirstByte, [&] {
+    auto [b, o] = SideBySide([] { return RawFirstByte({"echo", "hi"}); }, [&] {
       return TetherFirstByte(Provider::kLocal, absl::StrCat(g_work, "/cold-", i++));
     });
     Report({cold, "fork+exec, pipe", Ms(b), Ms(o), X(o / b), "(report)"});
@@ -389,30 +391,14 @@ void StartLatency() {
   if (!g_args.ssh.empty() && Selected(ssh)) {
     TetherFirstByte(Provider::kSsh, "");
     auto [b, o] = SideBySide(
-        [] {
-          const double t0 = Now();
-          RawChild c = RawChild::Spawn(SshArgv({"echo", "hi"}), false);
-          char ch;
-          if (::read(c.out, &ch, 1) != 1) Die("ssh echo printed nothing");
-          const double dt = Now() - t0;
-          c.Wait();
-          return dt;
-        },
+        [] { return RawFirstByte(SshArgv({"echo", "hi"})); },
         [] { return TetherFirstByte(Provider::kSsh, ""); }, 10);
     Report({ssh, "plain ssh", Ms(b), Ms(o), X(o / b), "(report)"});
   }
   const std::string ssh_cold = "start to first byte of echo, ssh, cold upload";
   if (!g_args.ssh.empty() && Selected(ssh_cold)) {
     auto [b, o] = SideBySide(
-        [] {
-          const double t0 = Now();
-          RawChild c = RawChild::Spawn(SshArgv({"echo", "hi"}), false);
-          char ch;
-          if (::read(c.out, &ch, 1) != 1) Die("ssh echo printed nothing");
-          const double dt = Now() - t0;
-          c.Wait();
-          return dt;
-        },
+        [] { return RawFirstByte(SshArgv({"echo", "hi"})); },
         [] {
           // Remove the installed supervisor first (not timed).
           RawChild rm = RawChild::Spawn(
@@ -483,23 +469,9 @@ void FanOut() {
 
 // ------------------------------------------------------------------ memory
 
-std::uint64_t RssBytes(pid_t pid) {
-  std::ifstream f(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  }
-  return 0;
-}
-
-pid_t ParentOf(pid_t pid) {
-  std::ifstream f(absl::StrCat("/proc/", pid, "/stat"));
-  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  const std::size_t close = s.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::vector<std::string> fields = absl::StrSplit(s.substr(close + 2), ' ');
-  return fields.size() > 1 ? static_cast<pid_t>(std::stoi(fields[1])) : 0;
-}
+// RSS of a process in bytes (0 once it is gone).
+std::uint64_t RssBytes(pid_t pid) { return static_cast<std::uint64_t>(std::max(0L, testing::RssKib(pid))) * 1024; }
+using testing::ParentOf;
 
 awaitable<void> SleepMs(int ms) {
   asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::milliseconds(ms));
@@ -515,13 +487,7 @@ awaitable<void> Finish(Process& p) {
   co_await p.Wait();
 }
 
-std::uint64_t SelfRss() { return RssBytes(::getpid()); }
-// Heap bytes in use (malloc'd and not freed, mmap'd blocks included): what
-// the host holds, where RSS would hide reuse of freed memory.
-std::uint64_t HeapInUse() {
-  const struct mallinfo2 m = ::mallinfo2();
-  return m.uordblks + m.hblkhd;
-}
+std::uint64_t HeapInUse() { return testing::HeapInUseBytes(); }
 
 void Memory() {
   if (!Selected("memory") && !Selected("RSS")) return;

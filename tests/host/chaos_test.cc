@@ -265,6 +265,12 @@ int main(int argc, char** argv) {
   }
   ctx.totals.strays_killed += tether::testing::KillMarked(absl::StrCat("TETHER_CHAOS_RUN=", ::getpid(), "-"),
                                                           ctx.supervisor_dir, /*prefix=*/true);
+  // Daemons of runs that ended without an acknowledged exit linger by design
+  // (10 minutes, for a reopen); this sandbox goes now, so they go too.
+  int lingering = 0;
+  for (pid_t pid : tether::testing::PidsRunningFrom(ctx.supervisor_dir)) {
+    if (::kill(pid, SIGKILL) == 0) ++lingering;
+  }
   std::filesystem::remove_all(tmpl);
   const Totals& t = ctx.totals;
   std::uint64_t honest = 0;
@@ -284,8 +290,10 @@ int main(int argc, char** argv) {
   }
   std::printf(") over %llu connections; %llu reconnects\n", static_cast<unsigned long long>(connections),
               static_cast<unsigned long long>(t.reconnects));
-  std::printf("  bytes checked against what was written: %llu; processes left by unfinished runs, killed: %llu\n",
-              static_cast<unsigned long long>(t.bytes_checked), static_cast<unsigned long long>(t.strays_killed));
+  std::printf("  bytes checked against what was written: %llu; processes left by unfinished runs, killed: %llu; "
+              "lingering daemons killed at the end: %d\n",
+              static_cast<unsigned long long>(t.bytes_checked), static_cast<unsigned long long>(t.strays_killed),
+              lingering);
   if (t.failed > 0) {
     std::printf("FAILED seeds:");
     for (std::uint64_t s : t.failed_seeds) std::printf(" %llu", static_cast<unsigned long long>(s));

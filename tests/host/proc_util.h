@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -88,11 +89,17 @@ inline int KillMarked(const std::string& marker, const std::string& supervisor_d
   return killed;
 }
 
-// Our resident set in KiB (VmRSS) and open fds.
-inline long SelfRssKib() {
-  const std::string s = ReadProc(::getpid(), "status");
+// A process's resident set in KiB (VmRSS; -1 when gone), ours, our heap in
+// use (a leak grows it; allocator fragmentation only grows RSS), open fds.
+inline long RssKib(pid_t pid) {
+  const std::string s = ReadProc(pid, "status");
   const std::size_t at = s.find("VmRSS:");
   return at == std::string::npos ? -1 : std::atol(s.c_str() + at + 6);
+}
+inline long SelfRssKib() { return RssKib(::getpid()); }
+inline std::size_t HeapInUseBytes() {
+  const struct mallinfo2 m = ::mallinfo2();
+  return m.uordblks + m.hblkhd;
 }
 inline int SelfOpenFds() {
   int n = 0;

@@ -6,8 +6,6 @@
 // start, peak and end figures (they must stay flat: no growth with work).
 #include <stdlib.h>
 
-#include <malloc.h>
-
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -136,11 +134,10 @@ int main(int argc, char** argv) {
     fds_peak = std::max(fds_peak, fds);
     // Heap in use tells a leak (it grows) from allocator fragmentation
     // (RSS creeps, the heap does not).
-    const struct mallinfo2 mi = ::mallinfo2();
     std::printf("soak t=%5.0fs processes=%llu reopens=%llu terminates=%llu bytes=%llu rss=%ld KiB heap=%zu KiB fds=%d\n",
                 t, static_cast<unsigned long long>(s.processes), static_cast<unsigned long long>(s.reopens),
                 static_cast<unsigned long long>(s.terminates), static_cast<unsigned long long>(s.bytes), rss,
-                (mi.uordblks + mi.hblkhd) / 1024, fds);
+                HeapInUseBytes() / 1024, fds);
     std::fflush(stdout);
     if (std::chrono::steady_clock::now() >= s.end) return;
     sampler.expires_after(std::chrono::seconds(10));

@@ -30,6 +30,14 @@ absl::Status FromErrno(int err, const std::string& what) {
     case EACCES:
     case EPERM:
       return absl::PermissionDeniedError(msg);
+    case EMFILE:
+    case ENFILE:
+    case ENOMEM:
+    case EAGAIN:
+    case ENOSPC:
+      // Out of descriptors, memory or processes: the sandbox's limits, not
+      // the command's fault (never a 126/127 exit).
+      return absl::ResourceExhaustedError(msg);
     default:
       return absl::FailedPreconditionError(msg);
   }

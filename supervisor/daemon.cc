@@ -49,6 +49,24 @@ constexpr std::size_t kMaxBatchBytes = 256 * 1024;  // frames coalesced per sock
 constexpr int kNumStreams = 2;                      // stdout, stderr
 constexpr int kZstdSkipFrames = 64;               // after a frame zstd could not shrink
 constexpr std::size_t kMaxConnections = 8;          // open at once, authenticated or not
+constexpr unsigned kAbandonGraceMs = 2000;          // SIGTERM -> SIGKILL for an abandoned run
+
+// True when `pid` is stopped (SIGSTOP, Ctrl-Z) or stopped by a tracer: an
+// attachment whose peer is stopped is not lost, only paused.
+bool ProcessStopped(pid_t pid) {
+  if (pid <= 0) return false;
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return false;
+  char buf[512];
+  const std::size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* close = std::strrchr(buf, ')');
+  char state = 0;
+  return close != nullptr && std::sscanf(close + 1, " %c", &state) == 1 && (state == 'T' || state == 't');
+}
 
 // Stream 0 is stdout, or the combined terminal output with a pty; 1 is stderr.
 wire::Stream StreamOf(int i, bool pty) {
@@ -108,13 +126,16 @@ class Daemon;
 // One authenticated (or authenticating) connection from a bridge.
 class Attachment : public std::enable_shared_from_this<Attachment> {
  public:
-  Attachment(Daemon& d, stream_protocol::socket socket)
-      : daemon_(d), socket_(std::move(socket)), wake_(socket_.get_executor()) {}
+  Attachment(Daemon& d, stream_protocol::socket socket, pid_t peer_pid)
+      : daemon_(d), socket_(std::move(socket)), wake_(socket_.get_executor()), peer_pid_(peer_pid) {}
 
   awaitable<void> Run();
   void Close();
   bool closed() const { return closed_; }
-  bool authenticated() const { return generation_ != 0; }
+  bool authenticated() const { return authenticated_; }
+  // A control attachment (Hello.control): requests only, beside the one
+  // that holds the output.
+  bool control() const { return is_control_; }
   std::uint64_t generation() const { return generation_; }
   void Wake() { wake_.Notify(); }
   void Queue(const wire::Envelope& env);
@@ -192,6 +213,9 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   stream_protocol::socket socket_;
   Notifier wake_;
   bool closed_ = false;
+  bool authenticated_ = false;
+  bool is_control_ = false;
+  pid_t peer_pid_ = 0;  // SO_PEERCRED at connect; 0 when not visible here
   std::uint64_t generation_ = 0;
   bool zstd_ = false;
   std::array<int, kNumStreams> zstd_skip_{};  // raw frames to send before trying zstd again
@@ -223,6 +247,7 @@ class Daemon {
   std::uint64_t stdin_acked() const { return stdin_.base; }
   bool stdin_eof_delivered() const { return stdin_.closed; }
   bool stdin_closed_by_child() const { return stdin_.closed_by_child; }
+  std::uint64_t generation() const { return generation_; }
 
   // Called after an attachment authenticated; returns its generation or an
   // error when another attachment holds the process.
@@ -276,6 +301,7 @@ class Daemon {
   }
   void OnExitKnown();
   void ArmLinger();
+  void ArmAbandon();
   void Shutdown();
   void ReapKilledOrphans();
 
@@ -297,6 +323,8 @@ class Daemon {
   asio::steady_timer linger_;
   asio::steady_timer hold_timer_;  // ends hold_output_
   bool hold_output_ = false;       // a lost attachment's backpressure lasts a lease
+  asio::steady_timer abandon_timer_;  // end_with_host: no attachment for a lease
+  bool abandoned_ = false;            // end_with_host and its host is gone for good
   asio::steady_timer kill_timer_;
   asio::steady_timer drain_timer_;
   bool output_cut_ = false;
@@ -322,7 +350,7 @@ void Attachment::Close() {
   socket_.shutdown(stream_protocol::socket::shutdown_both, ec);
   socket_.close(ec);
   wake_.Notify();
-  daemon_.Detached(this, authenticated() && !deliberate_end_);
+  if (!is_control_) daemon_.Detached(this, authenticated() && !deliberate_end_);
 }
 
 awaitable<void> Attachment::Run() {
@@ -340,8 +368,16 @@ awaitable<void> Attachment::Lease() {
     const auto limit = authenticated() ? milliseconds(lease) : milliseconds(kHelloTimeoutMs);
     const auto deadline = last_request_ + limit;
     if (steady_clock::now() >= deadline) {
-      deliberate_end_ = true;
-      Close();  // lost: no requests within the lease
+      if (authenticated() && ProcessStopped(peer_pid_)) {
+        // The host on this machine is stopped (Ctrl-Z, SIGSTOP): paused, not
+        // gone. Its attachment and backpressure wait for it to resume.
+        last_request_ = steady_clock::now();
+        continue;
+      }
+      // Lost: no requests within the lease. Like a broken connection, the
+      // output keeps its backpressure for another lease so that a host that
+      // was only slow can reattach without loss.
+      Close();
       break;
     }
     t.expires_at(std::min(deadline, steady_clock::now() + milliseconds(1000)));
@@ -392,6 +428,22 @@ absl::Status Attachment::HandleHello(const wire::Envelope& env) {
                                                    "..", h.max_version(), ", supervisor speaks ",
                                                    kProtocolVersion));
   }
+  if (h.control()) {
+    // Requests only: no generation of its own, no output, no exit record.
+    authenticated_ = true;
+    is_control_ = true;
+    generation_ = daemon_.generation();
+    wire::Envelope reply;
+    reply.set_request_id(env.request_id());
+    wire::Welcome* w = reply.mutable_welcome();
+    w->set_version(kProtocolVersion);
+    w->set_supervisor_version(kTetherVersion);
+    w->set_generation(generation_);
+    *w->mutable_state() = daemon_.State();
+    w->set_max_frame_bytes(protocol::kMaxFrameBytes);
+    Queue(reply);
+    return absl::OkStatus();
+  }
   const bool pty = daemon_.launch().has_pty();
   const std::uint64_t resume[kNumStreams] = {pty ? h.pty_offset() : h.stdout_offset(), h.stderr_offset()};
   for (int i = 0; i < kNumStreams; ++i) {
@@ -402,6 +454,7 @@ absl::Status Attachment::HandleHello(const wire::Envelope& env) {
     }
   }
   ASSIGN_OR_RETURN(generation_, daemon_.Attach(shared_from_this()));
+  authenticated_ = true;
   zstd_ = h.zstd();
   if (h.window_bytes() != 0) window_ = std::clamp<std::uint64_t>(h.window_bytes(), 4096, 64u << 20);
 
@@ -475,6 +528,11 @@ absl::Status Attachment::Handle(const wire::Envelope& env) {
                                      " refused: the current attachment is generation ", generation_),
                         env.request_id(), false));
     return absl::OkStatus();
+  }
+  if (is_control_ && (env.body_case() == wire::Envelope::kStdinData || env.body_case() == wire::Envelope::kStdinEof ||
+                   env.body_case() == wire::Envelope::kAck)) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(protocol::BodyName(env)),
+                                                   " is not allowed on a control attachment"));
   }
   switch (env.body_case()) {
     case wire::Envelope::kStdinData: {
@@ -610,7 +668,7 @@ awaitable<void> Attachment::Writer() {
     batch.Clear();
     batch.Append(control_);
     control_.clear();
-    if (authenticated() && !closing_) {
+    if (authenticated() && !is_control_ && !closing_) {
       if (stdin_ack_dirty_) {
         stdin_ack_dirty_ = false;
         wire::Envelope a;
@@ -642,6 +700,7 @@ Daemon::Daemon(DaemonConfig config)
       stdin_(io_),
       linger_(io_),
       hold_timer_(io_),
+      abandon_timer_(io_),
       kill_timer_(io_),
       drain_timer_(io_) {
   std::size_t cap = config_.launch.ring_bytes() ? config_.launch.ring_bytes() : kDefaultRingBytes;
@@ -673,6 +732,7 @@ absl::StatusOr<std::uint64_t> Daemon::Attach(const std::shared_ptr<Attachment>& 
   linger_.cancel();
   hold_output_ = false;
   hold_timer_.cancel();
+  abandon_timer_.cancel();
   return ++generation_;
 }
 
@@ -692,6 +752,21 @@ void Daemon::Detached(const Attachment* a, bool lost) {
   }
   for (auto& s : streams_) s->space.Notify();  // a pump waiting for space evicts now
   if (exit_) ArmLinger();
+  ArmAbandon();
+}
+
+void Daemon::ArmAbandon() {
+  if (!config_.launch.end_with_host() || exit_ || shut_down_) return;
+  // The host that owns the process has a lease to come back (a reconnect);
+  // after that nobody can ever reach it (no reference was issued).
+  const unsigned lease = config_.launch.lease_ms() ? config_.launch.lease_ms() : kLeaseMs;
+  abandon_timer_.expires_after(milliseconds(lease));
+  abandon_timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec || exit_ || shut_down_ || !attachment_.expired()) return;
+    abandoned_ = true;
+    Terminate(kAbandonGraceMs);
+    if (pgid_ <= 1) Shutdown();  // nothing runs (never started)
+  });
 }
 
 void Daemon::ArmLinger() {
@@ -799,6 +874,7 @@ void Daemon::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   hold_timer_.cancel();
+  abandon_timer_.cancel();
   // Files first: once the attachment closes, the host may look for them.
   RemovePrivateDir(config_.state_dir);
   ::unlink(CancelMarkerPath(config_.state_dir).c_str());
@@ -864,7 +940,10 @@ void Daemon::Start() {
     return;
   }
   absl::StatusOr<Child> child = SpawnChild(spec);
-  if (!child.ok()) return Fail(wire::ERROR_LAUNCH_FAILED, child.status());
+  if (!child.ok()) {
+    return Fail(absl::IsResourceExhausted(child.status()) ? wire::ERROR_RESOURCE_EXHAUSTED : wire::ERROR_LAUNCH_FAILED,
+                child.status());
+  }
   pid_ = pgid_ = child->pid;
   phase_ = wire::ProcessState::PHASE_RUNNING;
   streams_[0]->fd.assign(child->stdout_fd);
@@ -972,7 +1051,7 @@ awaitable<void> Daemon::AcceptLoop() {
       sock.close(ignored);  // another uid, or a flood: no bytes, no state
       continue;
     }
-    auto a = std::make_shared<Attachment>(*this, std::move(sock));
+    auto a = std::make_shared<Attachment>(*this, std::move(sock), cred.pid);
     ++connections_;
     asio::co_spawn(io_, [this, a]() -> awaitable<void> {
       co_await a->Run();
@@ -1049,6 +1128,11 @@ void Daemon::OnExitKnown() {
   }
   if (!exit_) return;
   WakeAttachment();
+  // An abandoned run's exit has no reader: clean up at once.
+  if (abandoned_ && attachment_.expired()) {
+    asio::post(io_, [this] { Shutdown(); });
+    return;
+  }
   if (attachment_.expired()) ArmLinger();
 }
 
@@ -1061,6 +1145,7 @@ int Daemon::Run() {
   }
   asio::co_spawn(io_, AcceptLoop(), RethrowOnError);
   if (exit_) OnExitKnown();
+  ArmAbandon();  // the host that launched it has a lease to attach
   io_.run();
   return 0;
 }

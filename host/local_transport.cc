@@ -21,13 +21,18 @@ namespace asio = boost::asio;
 using internal::ErrnoStatus;
 
 absl::Status EnsurePrivateDir(const std::string& path) {
-  const mode_t old = ::umask(077);
+  // No umask change: it is process-wide, and the application's other
+  // threads create files too. mkdir gives at most 0700; a umask that took
+  // our own bits is repaired with chmod on what we just created.
   const int rc = ::mkdir(path.c_str(), 0700);
   const int err = errno;
-  ::umask(old);
   if (rc != 0 && err != EEXIST) return ErrnoStatus(absl::StrCat("mkdir ", path), err);
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) return ErrnoStatus(absl::StrCat("lstat ", path), errno);
+  if (rc == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() && (st.st_mode & 0777) != 0700) {
+    if (::chmod(path.c_str(), 0700) != 0) return ErrnoStatus(absl::StrCat("chmod ", path), errno);
+    st.st_mode = (st.st_mode & ~0777) | 0700;
+  }
   if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "local sandbox ", path, " must be a directory owned by us with no group/other access"));
@@ -37,7 +42,8 @@ absl::Status EnsurePrivateDir(const std::string& path) {
 
 class LocalTransport final : public Transport {
  public:
-  LocalTransport(asio::any_io_executor ex, std::string root) : ex_(std::move(ex)), root_(std::move(root)) {}
+  LocalTransport(asio::any_io_executor ex, std::string root, std::string default_cwd)
+      : ex_(std::move(ex)), root_(std::move(root)), default_cwd_(std::move(default_cwd)) {}
 
   std::string_view name() const override { return "local"; }
   std::string sandbox_id() const override { return root_; }
@@ -56,7 +62,8 @@ class LocalTransport final : public Transport {
   }
 
   asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
-    co_return internal::SpawnChannel(ex_, argv, root_);
+    // The launcher gives a child without a cwd its own directory.
+    co_return internal::SpawnChannel(ex_, argv, DefaultCwd());
   }
 
   bool can_connect() const override { return true; }
@@ -118,13 +125,27 @@ class LocalTransport final : public Transport {
     return absl::OkStatus();
   }
 
+  std::string DefaultCwd() const {
+    if (!default_cwd_.empty()) return default_cwd_;
+    char buf[4096];
+    if (::getcwd(buf, sizeof buf) != nullptr && buf[0] == '/') return buf;
+    return "/";
+  }
+
   asio::any_io_executor ex_;
   std::string root_;
+  std::string default_cwd_;
 };
 
 std::string DefaultRoot() {
   if (const char* r = std::getenv("TETHER_LOCAL_ROOT"); r && *r) return r;
-  if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x) return absl::StrCat(x, "/tether-local");
+  if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x == '/') return absl::StrCat(x, "/tether-local");
+  // A relative TMPDIR would put the sandbox in whatever directory we are in.
+  if (const char* t = std::getenv("TMPDIR"); t && *t == '/') {
+    std::string dir(t);
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    return absl::StrCat(dir, "/tether-local-", ::geteuid());
+  }
   return absl::StrCat("/tmp/tether-local-", ::geteuid());
 }
 
@@ -137,7 +158,10 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeLocalTransport(asio::any_io_execu
     return absl::InvalidArgumentError(absl::StrCat("local root must be absolute: '", root, "'"));
   }
   if (absl::Status st = EnsurePrivateDir(root); !st.ok()) return st;
-  return std::unique_ptr<Transport>(new LocalTransport(std::move(ex), std::move(root)));
+  if (!options.default_cwd.empty() && options.default_cwd[0] != '/') {
+    return absl::InvalidArgumentError(absl::StrCat("default_cwd must be absolute: '", options.default_cwd, "'"));
+  }
+  return std::unique_ptr<Transport>(new LocalTransport(std::move(ex), std::move(root), std::move(options.default_cwd)));
 }
 
 absl::StatusOr<std::unique_ptr<Transport>> MakeLocalTransport(asio::any_io_executor ex) {

@@ -13,9 +13,16 @@
 namespace tether {
 
 struct LocalOptions {
-  // Sandbox directory; empty: $TETHER_LOCAL_ROOT, else
-  // $XDG_RUNTIME_DIR/tether-local, else /tmp/tether-local-<uid>.
+  // Sandbox directory (private: 0700, ours, never a link); empty: the first
+  // of $TETHER_LOCAL_ROOT, $XDG_RUNTIME_DIR/tether-local,
+  // $TMPDIR/tether-local-<uid> (an absolute TMPDIR only) and
+  // /tmp/tether-local-<uid>.
   std::string root;
+  // A child started without a cwd runs here; empty: the directory this
+  // process is in when the child starts (like a command run on this
+  // machine), or / when that is gone. Never the private sandbox directory,
+  // whose entries name every supervisor socket.
+  std::string default_cwd;
 };
 
 // Creates (0700, checked) the sandbox directory and returns the transport.

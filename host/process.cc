@@ -68,6 +68,10 @@ absl::Status ValidateOptions(const StartOptions& o) {
     }
   }
   if (o.cwd.find('\0') != std::string::npos) return absl::InvalidArgumentError("cwd contains a NUL byte");
+  if (!o.cwd.empty() && o.cwd[0] != '/') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cwd '", absl::CEscape(o.cwd), "' is relative; give an absolute path inside the sandbox"));
+  }
   for (const auto& [k, v] : o.env) {
     if (k.empty()) return absl::InvalidArgumentError("environment variable with an empty name");
     if (k.find('=') != std::string::npos) {
@@ -100,11 +104,22 @@ absl::Status ValidateOptions(const StartOptions& o) {
   return absl::OkStatus();
 }
 
+// kNotFound and kPermissionDenied from Start mean the child's executable or
+// cwd (the CLI's 127 and 126); a setup step that fails that way (a missing
+// supervisor binary, a refused directory) is tether's failure instead.
+absl::Status SetupError(absl::Status st) {
+  if (absl::IsNotFound(st) || absl::IsPermissionDenied(st)) {
+    return absl::FailedPreconditionError(st.message());
+  }
+  return st;
+}
+
 absl::Status LaunchFailure(const wire::Exit& e) {
   const std::string msg = e.message().empty() ? "the process could not be started" : e.message();
   switch (e.failure()) {
     case wire::ERROR_INVALID_ARGUMENT: return absl::InvalidArgumentError(msg);
     case wire::ERROR_CANCELLED: return absl::CancelledError(msg);
+    case wire::ERROR_RESOURCE_EXHAUSTED: return absl::ResourceExhaustedError(msg);
     default: return e.code() == 126 ? absl::PermissionDeniedError(msg) : absl::NotFoundError(msg);
   }
 }
@@ -122,6 +137,56 @@ ExitStatus ToExitStatus(const wire::Exit& e) {
   s.system_us = e.rusage().system_us();
   s.max_rss_kib = e.rusage().max_rss_kib();
   return s;
+}
+
+// Runs `op` until `deadline`; past it the operation is cancelled (every
+// channel stops at cancellation) and the result is kDeadlineExceeded.
+template <typename T>
+asio::awaitable<absl::StatusOr<T>> WithDeadline(asio::awaitable<absl::StatusOr<T>> op,
+                                                std::chrono::steady_clock::time_point deadline,
+                                                std::string_view what) {
+  using namespace asio::experimental::awaitable_operators;
+  asio::steady_timer timer(co_await asio::this_coro::executor, deadline);
+  auto raced = co_await (std::move(op) || timer.async_wait(asio::as_tuple(asio::use_awaitable)));
+  if (raced.index() == 0) co_return std::get<0>(std::move(raced));
+  co_return absl::DeadlineExceededError(absl::StrCat(std::string(what), " did not finish within the time limit"));
+}
+
+// Checks that a reference names this sandbox's own private paths: the state
+// directory directly under the private state root with a launch id for its
+// name, and a supervisor installed in the private bin directory. A holder
+// who edits the JSON cannot make the host run another program or touch
+// another directory.
+absl::Status CheckReferencePaths(const ProcessReference& ref, const SandboxInfo& info) {
+  const auto split = [](const std::string& path) {
+    const std::size_t slash = path.rfind('/');
+    if (slash == std::string::npos) return std::make_pair(std::string(), path);
+    return std::make_pair(path.substr(0, slash), path.substr(slash + 1));
+  };
+  const auto name_ok = [](const std::string& name, std::size_t max) {
+    if (name.empty() || name.size() > max || name == "." || name == "..") return false;
+    for (char c : name) {
+      if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+            c == '_' || c == '.')) {
+        return false;
+      }
+    }
+    return true;
+  };
+  const auto [state_parent, launch_id] = split(ref.state_dir);
+  if (state_parent != info.state_root || !name_ok(launch_id, 64) || launch_id.find('.') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "process reference: state_dir '", absl::CEscape(ref.state_dir), "' is not a process directory under ",
+        info.state_root, " (the reference was altered or is for another sandbox)"));
+  }
+  const auto [bin_parent, bin_name] = split(ref.supervisor);
+  if (bin_parent != info.bin_dir || !name_ok(bin_name, 200) ||
+      bin_name.rfind("tether-supervisor-", 0) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "process reference: supervisor '", absl::CEscape(ref.supervisor), "' is not a supervisor installed in ",
+        info.bin_dir, " (the reference was altered or is for another sandbox)"));
+  }
+  return absl::OkStatus();
 }
 
 // Our index of a wire stream: 0 is stdout, or the terminal with a pty.
@@ -215,6 +280,9 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   absl::Status input_error;
 
   std::optional<ExitStatus> exit;
+  bool exit_acked = false;
+  bool ack_exit_on_arrival = false;  // the handle was dropped with everything read
+  bool control = false;  // a control handle (ReopenOptions::control)
   absl::Status failed;  // the attachment broke (set once)
   bool disconnected = false;
   bool output_gap = false;
@@ -279,6 +347,19 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
     a->set_window_bytes(window);
     a->set_exit(exit_ack);
     session->Send(std::move(env));
+  }
+
+  // The exit reached its reader: the supervisor may clean up. It closes the
+  // attachment once it has the ack; if it does not, we do.
+  void AckExit() {
+    if (exit_acked || !exit || session->closed()) return;
+    exit_acked = true;
+    ping_timer.cancel();
+    SendAck(true);
+    close_timer.expires_after(kCloseAfterExitTimeout);
+    close_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (!ec) self->session->Close();
+    });
   }
 
   // Returns credit in quarter-window steps (few acks), and whenever the
@@ -395,14 +476,10 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
         if (!eof[0] || !eof[1]) return absl::DataLossError("exit before the end of output");
         if (!exit) {
           exit = ToExitStatus(env.exit());
-          ping_timer.cancel();
           if (terminate_deadline) terminate_deadline->cancel();
-          SendAck(true);
-          // The daemon closes the attachment once it has the ack.
-          close_timer.expires_after(kCloseAfterExitTimeout);
-          close_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
-            if (!ec) self->session->Close();
-          });
+          // Acknowledged only once delivered to a reader (Wait), so that the
+          // supervisor keeps it, with any output, for whoever reads it.
+          if (ack_exit_on_arrival) AckExit();
         }
         return absl::OkStatus();
       case wire::Envelope::kOutputGap: {
@@ -465,10 +542,10 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   asio::awaitable<void> Keepalive() {
     auto self = shared_from_this();
     std::uint64_t nonce = 0;
-    while (!session->closed() && !exit) {
+    while (!session->closed() && !exit_acked) {
       ping_timer.expires_after(ping_interval);
       co_await ping_timer.async_wait(asio::as_tuple(asio::use_awaitable));
-      if (session->closed() || exit) break;
+      if (session->closed() || exit_acked) break;
       wire::Envelope env;
       env.mutable_ping()->set_nonce(++nonce);
       session->Send(std::move(env));
@@ -585,11 +662,21 @@ Process::Process(std::shared_ptr<State> state) : state_(std::move(state)) {}
 Process::~Process() {
   State& s = *state_;
   s.reconnect = false;  // nobody holds this attachment any more: never reattach it
-  if (s.exit || !s.failed.ok() || s.session->closed()) return;  // finishing, or finished
-  if (s.eof[0] && s.eof[1] && !s.disconnected) {
-    // All output is in; the exit record follows it. Let the pump receive and
-    // acknowledge it (so the supervisor cleans up now, not after its
-    // linger), within a bound.
+  if (!s.failed.ok() || s.session->closed() || s.exit_acked) return;  // finishing, or finished
+  if (s.control) {
+    s.session->Close();  // requests only: nothing to finish
+    return;
+  }
+  const bool all_read = s.queue.empty() && s.carry[0].empty() && s.carry[1].empty();
+  if (s.eof[0] && s.eof[1] && all_read && !s.disconnected) {
+    // Every byte was read; the exit record is here or follows the output.
+    // The application is done with it: acknowledge it (so the supervisor
+    // cleans up now, not after its linger), within a bound.
+    if (s.exit) {
+      s.AckExit();
+      return;
+    }
+    s.ack_exit_on_arrival = true;
     auto state = state_;
     s.close_timer.expires_after(kCloseAfterExitTimeout);
     s.close_timer.async_wait([state](boost::system::error_code ec) {
@@ -597,8 +684,8 @@ Process::~Process() {
     });
     return;
   }
-  // Otherwise dropping the handle ends only this attachment; the child keeps
-  // running and the supervisor keeps its output for a later reopen.
+  // Otherwise dropping the handle ends only this attachment; the child (or
+  // its exit record and unread output) stays for a later reopen.
   s.session->Close();
 }
 
@@ -731,12 +818,18 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   const auto aborted_before_dispatch = [] {
     return WaitAbortedError("start was aborted before the launch was dispatched; nothing was started");
   };
-  absl::StatusOr<SandboxInfo> info = co_await transport.Probe();
+  // Every native call of the setup (probe, upload, launch, handshake) is
+  // inside the one setup timeout.
+  const auto setup_deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(options.setup_timeout_ms);
+  absl::StatusOr<SandboxInfo> info =
+      co_await WithDeadline(transport.Probe(), setup_deadline, "probing the sandbox");
   if (co_await Cancelled()) co_return aborted_before_dispatch();
-  if (!info.ok()) co_return info.status();
-  absl::StatusOr<std::string> supervisor = co_await InstallSupervisor(transport, *info);
+  if (!info.ok()) co_return SetupError(info.status());
+  absl::StatusOr<std::string> supervisor =
+      co_await WithDeadline(InstallSupervisor(transport, *info), setup_deadline, "installing the supervisor");
   if (co_await Cancelled()) co_return aborted_before_dispatch();
-  if (!supervisor.ok()) co_return supervisor.status();
+  if (!supervisor.ok()) co_return SetupError(supervisor.status());
 
   const std::string secret = RandomBytes(kSecretBytes);
   wire::Envelope launch_env;
@@ -761,6 +854,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   l->set_lease_ms(options.lease_ms);
   l->set_linger_ms(options.linger_ms);
   l->set_ring_bytes(options.ring_bytes);
+  l->set_end_with_host(options.end_with_host);
   if (launch_env.ByteSizeLong() + 64 > protocol::kMaxPayloadBytes) {
     co_return absl::InvalidArgumentError(absl::StrCat(
         "argv, cwd and environment take ", launch_env.ByteSizeLong(), " bytes; the limit is ",
@@ -792,7 +886,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   bool timed_out = false;
   {
     using namespace asio::experimental::awaitable_operators;
-    asio::steady_timer deadline(transport.executor(), std::chrono::milliseconds(options.setup_timeout_ms));
+    asio::steady_timer deadline(transport.executor(), setup_deadline);
     auto raced = co_await (Attach(transport, *state, std::move(command), protocol::EncodeEnvelope(launch_env),
                                   std::move(hello)) ||
                            deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
@@ -822,7 +916,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
                                    std::string(marker.message())),
         "; it was not started again"));
   }
-  if (!welcome.ok()) co_return welcome.status();
+  if (!welcome.ok()) co_return SetupError(welcome.status());
 
   if (welcome->state().phase() == wire::ProcessState::PHASE_FAILED) {
     // Nothing runs; acknowledge the record so the daemon cleans up now.
@@ -856,7 +950,11 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
 }
 
 asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transport& transport,
-                                                                            std::string_view reference) {
+                                                                            std::string_view reference,
+                                                                            ReopenOptions options) {
+  // A caller's abort (per-operation cancellation) is answered with
+  // WAIT_ABORTED, never an exception.
+  co_await asio::this_coro::throw_if_cancelled(false);
   const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                                std::chrono::system_clock::now().time_since_epoch()).count();
   absl::StatusOr<ProcessReference> ref = ParseReference(reference, now);
@@ -866,7 +964,16 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
         "process reference is for provider '", ref->provider, "' sandbox '", ref->sandbox,
         "', not '", std::string(transport.name()), "' sandbox '", transport.sandbox_id(), "'"));
   }
+  if (options.timeout_ms == 0) co_return absl::InvalidArgumentError("reopen: timeout_ms must be positive");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.timeout_ms);
+  // The sandbox's own layout decides what may run and where: never the
+  // reference's paths alone.
+  absl::StatusOr<SandboxInfo> info = co_await WithDeadline(transport.Probe(), deadline, "probing the sandbox");
+  if (co_await Cancelled()) co_return WaitAbortedError("reopen was aborted; nothing was attached");
+  if (!info.ok()) co_return info.status();
+  if (absl::Status st = CheckReferencePaths(*ref, *info); !st.ok()) co_return st;
   auto state = std::make_shared<State>(transport.executor());
+  state->control = options.control;
   state->provider = ref->provider;
   state->sandbox = ref->sandbox;
   state->supervisor = ref->supervisor;
@@ -898,14 +1005,35 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
   }
   hello.set_stderr_offset(ref->stderr_offset);
   hello.set_window_bytes(state->window);
-  absl::StatusOr<wire::Welcome> welcome =
-      co_await Attach(transport, *state, std::move(command), std::string(), std::move(hello));
+  hello.set_control(options.control);
+  absl::StatusOr<wire::Welcome> welcome = co_await WithDeadline(
+      Attach(transport, *state, std::move(command), std::string(), std::move(hello)), deadline,
+      "attaching to the process");
+  if (co_await Cancelled()) {
+    if (state->session) state->session->Close();
+    co_return WaitAbortedError("reopen was aborted; nothing was attached");
+  }
   if (!welcome.ok()) {
-    if (absl::IsNotFound(welcome.status()) || absl::IsUnavailable(welcome.status()) && !absl::StrContains(welcome.status().message(), "busy")) {
+    if (state->session) state->session->Close();
+    if (absl::IsNotFound(welcome.status())) {
       co_return absl::NotFoundError(absl::StrCat("the process is gone (it exited and was cleaned up, or its sandbox was reset): ",
                                                  std::string(welcome.status().message())));
     }
-    co_return welcome.status();
+    if (ErrorCodeOf(welcome.status()) == ErrorCode::kBusy) co_return welcome.status();
+    // Refused or unreachable: the process may well be alive. Never "gone".
+    co_return absl::Status(welcome.status().code(),
+                           absl::StrCat("could not reach the process's supervisor: ",
+                                        std::string(welcome.status().message())));
+  }
+  if (options.control) {
+    // Requests only: no stdin, no output, no exit record, no reattach.
+    state->stdin_pipe = false;
+    state->pid = welcome->state().pid();
+    state->transport = &transport;
+    state->reconnect = false;
+    asio::co_spawn(state->close_timer.get_executor(), state->Pump(), asio::detached);
+    asio::co_spawn(state->close_timer.get_executor(), state->Keepalive(), asio::detached);
+    co_return std::unique_ptr<Process>(new Process(std::move(state)));
   }
   // Input continues where the supervisor's stdin stands: after every byte
   // it accepted (some may still wait for the child), and EOF may be sent.
@@ -923,6 +1051,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
 
 // Why input is not allowed now, or OK.
 absl::Status Process::State::InputAllowed() const {
+  if (control) return absl::FailedPreconditionError("input closed: a control handle sends no input");
   if (disconnected) return absl::FailedPreconditionError("this handle was disconnected; reopen the process");
   if (!stdin_pipe) return absl::FailedPreconditionError("input closed: the process has no stdin pipe");
   if (stdin_eof_sent) return absl::FailedPreconditionError("input closed: stdin was already closed");
@@ -1039,6 +1168,7 @@ bool Process::State::NothingQueued(int i) const {
 
 asio::awaitable<absl::StatusOr<std::optional<OutputChunk>>> Process::Read() {
   State& s = *state_;
+  if (s.control) co_return absl::UnimplementedError("read: a control handle receives no output; reopen it fully");
   while (true) {
     if (s.text) {
       // What a stream holds back goes first: a chunk's undecoded rest, or at
@@ -1073,12 +1203,18 @@ asio::awaitable<absl::StatusOr<std::optional<OutputChunk>>> Process::Read() {
 
 asio::awaitable<absl::StatusOr<ExitStatus>> Process::Wait() {
   State& s = *state_;
+  if (s.control) {
+    co_return absl::FailedPreconditionError("wait: a control handle never takes the exit; use Status() or reopen fully");
+  }
   while (true) {
     if (s.exit) {
       ExitStatus e = *s.exit;
       // Complete only once every byte reached the consumer, with no gap.
       e.output_complete = s.eof[0] && s.eof[1] && s.queue.empty() && s.carry[0].empty() &&
                           s.carry[1].empty() && s.output_error.ok() && !s.output_gap && !e.output_cut;
+      // Delivered: every output byte is here already (the exit follows the
+      // output), so the supervisor need keep nothing more.
+      if (!s.disconnected) s.AckExit();
       co_return e;
     }
     if (!s.failed.ok()) {
@@ -1198,6 +1334,7 @@ asio::awaitable<absl::StatusOr<ProcessStatus>> Process::Status() {
 
 absl::StatusOr<std::string> Process::Reference() const {
   const State& s = *state_;
+  if (s.control) return absl::FailedPreconditionError("a control handle issues no references");
   if (!s.input_error.ok()) return s.input_error;
   if (s.stdin_sent != s.stdin_acked || (s.stdin_eof_sent && !s.stdin_eof_acked && !s.exit)) {
     return absl::FailedPreconditionError(absl::StrCat(

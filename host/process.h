@@ -131,6 +131,23 @@ struct StartOptions {
   // delayed launch never starts the child, and fails with kUnknown
   // (OUTCOME_UNKNOWN); it never starts the command again to recover.
   unsigned setup_timeout_ms = 30 * 1000;
+  // The process belongs to this host alone (`tether run`: no reference is
+  // ever handed out). When the attachment is lost and nobody reattaches
+  // within a further lease, the supervisor terminates it (SIGTERM, SIGKILL
+  // after 2 s) and cleans up. A host on the sandbox's own machine that is
+  // merely stopped (Ctrl-Z) keeps it.
+  bool end_with_host = false;
+};
+
+struct ReopenOptions {
+  // A control handle: Status(), Signal(), Terminate() and Resize() only.
+  // It works while another handle holds the process (no BUSY), receives no
+  // output and never acknowledges the exit, so a later Wait() through a full
+  // reopen still gets the exit and every unread byte. Read() is UNSUPPORTED,
+  // Write() INPUT_CLOSED, Wait() and Reference() kFailedPrecondition.
+  bool control = false;
+  // Local limit on finding the sandbox and attaching (every native call).
+  unsigned timeout_ms = 30 * 1000;
 };
 
 enum class StreamId { kStdout = 1, kStderr = 2, kPty = 3 };
@@ -179,9 +196,12 @@ class Process {
   // reference's holder stopped; output_gap() tells whether bytes evicted
   // while nobody was attached were lost. Never starts anything.
   // kDeadlineExceeded for an expired reference, kNotFound when the process
-  // is gone, kUnavailable while another attachment holds it.
+  // is gone, BUSY (kUnavailable) while another attachment holds it,
+  // kUnavailable when the supervisor cannot be reached (never "gone"). The
+  // reference's paths must be this sandbox's private ones (a tampered
+  // reference is kInvalidArgument and runs nothing).
   static boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Reopen(
-      Transport& transport, std::string_view reference);
+      Transport& transport, std::string_view reference, ReopenOptions options = {});
 
   ~Process();
   Process(const Process&) = delete;

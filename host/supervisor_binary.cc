@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -43,7 +45,10 @@ std::vector<fs::path> Candidates(const std::string& arch) {
 
 absl::StatusOr<std::string> ReadAll(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  if (!f) {
+    // Not kNotFound: that is the child's "command not found" (127).
+    return absl::FailedPreconditionError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  }
   std::ostringstream ss;
   ss << f.rdbuf();
   return ss.str();

@@ -1,22 +1,26 @@
 #include "host/cli/commands.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <cerrno>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
+#include <deque>
 #include <functional>
-#include <iostream>
-#include <iterator>
 #include <memory>
 #include <optional>
 
@@ -25,17 +29,59 @@
 #include "host/cli/stdio.h"
 #include "host/command_transport.h"
 #include "host/conformance.h"
+#include "host/errors.h"
+#include "host/internal/condition.h"
 #include "host/local_transport.h"
 #include "host/process.h"
+#include "host/reference.h"
 
 namespace tether::cli {
 
 namespace asio = boost::asio;
 
 namespace {
+bool g_stdout_was_closed = false;
+}  // namespace
+
+void PrepareStdio() {
+  // A closed 0, 1 or 2 would be taken by the next descriptor we open (the
+  // event loop's own eventfd, a socket) and read from or written to as if it
+  // were our stdio. /dev/null takes its place first.
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+    if (fd == 1) g_stdout_was_closed = true;
+    const int null = ::open("/dev/null", O_RDWR | O_NOCTTY);
+    if (null < 0) std::_Exit(kExitTetherFailure);  // cannot even hold our own stdio
+    if (null != fd) {
+      ::dup2(null, fd);
+      ::close(null);
+    }
+  }
+}
+
+bool StdoutWasClosed() { return g_stdout_was_closed; }
+
+namespace {
+sigset_t JobSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+}  // namespace
+
+void BlockJobSignals() {
+  const sigset_t set = JobSignals();
+  ::sigprocmask(SIG_BLOCK, &set, nullptr);
+}
+
+namespace {
 
 constexpr unsigned kTerminateGraceMs = 2000;     // when our own output has gone away
 constexpr unsigned kDefaultKillGraceMs = 5000;   // `tether kill` without --grace
+constexpr std::size_t kMaxPendingSignals = 64;   // queued for the child; more are coalesced
 
 void PrintError(const absl::Status& st) {
   std::fprintf(stderr, "tether: %s\n", std::string(st.message()).c_str());
@@ -46,6 +92,15 @@ int ExitForError(const absl::Status& st) {
   if (absl::IsPermissionDenied(st)) return kExitCannotExecute;
   if (absl::IsInvalidArgument(st)) return kExitUsage;
   return kExitTetherFailure;
+}
+
+std::string SignalName(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    default: return absl::StrCat("signal ", sig);
+  }
 }
 
 // Our own terminal's size, if stdin or stdout is one.
@@ -79,6 +134,112 @@ class RawTerminal {
   bool active_ = false;
 };
 
+}  // namespace
+
+// The CLI's signals, installed before the transport exists and kept until
+// the event loop ends, so SIGINT, SIGTERM and SIGHUP never take their
+// default action (which would kill tether and leave a child nobody can
+// reach). During setup a signal cancels the start (a cancellation marker
+// stops a delayed launch); afterwards signals are queued and one forwarder
+// coroutine, joined before the process handle goes away, sends them to the
+// child's process group. Handlers never hold a reference to a Process.
+class CliSignals {
+ public:
+  explicit CliSignals(const asio::any_io_executor& ex)
+      : set_(ex, SIGINT, SIGTERM, SIGHUP), winch_(ex, SIGWINCH), cond_(ex) {
+    Arm();
+    ArmWinch();
+  }
+
+  // Bind to the setup call: a signal during setup cancels it.
+  asio::cancellation_slot setup_slot() { return setup_cancel_.slot(); }
+  // Setup is over: later signals are for the child. One that raced with the
+  // end of setup is queued for it.
+  void EndSetup() {
+    if (!in_setup_) return;
+    in_setup_ = false;
+    if (setup_signal_ != 0) Push(setup_signal_);
+  }
+  int setup_signal() const { return setup_signal_; }
+
+  // Sends queued signals (and, with a pty, our terminal size changes) to `p`
+  // until Stop... is requested; returns once it has stopped.
+  asio::awaitable<void> Forward(Process& p) {
+    while (!forward_stop_) {
+      if (!pending_.empty()) {
+        const int sig = pending_.front();
+        pending_.pop_front();
+        co_await p.Signal(sig);
+        continue;
+      }
+      if (winched_) {
+        winched_ = false;
+        if (p.has_pty()) {
+          if (auto size = OwnTerminalSize()) co_await p.Resize(size->first, size->second);
+        }
+        continue;
+      }
+      co_await cond_.Wait();
+    }
+    forward_stop_ = false;
+  }
+  void StopForwarding() {
+    forward_stop_ = true;
+    cond_.NotifyAll();
+  }
+  // The loop is done: stop listening (io_context::run can then return).
+  void Stop() {
+    stopped_ = true;
+    boost::system::error_code ec;
+    set_.cancel(ec);
+    winch_.cancel(ec);
+    cond_.NotifyAll();
+  }
+
+ private:
+  void Arm() {
+    set_.async_wait([this](boost::system::error_code ec, int sig) {
+      if (ec || stopped_) return;
+      if (in_setup_) {
+        if (setup_signal_ == 0) setup_signal_ = sig;
+        setup_cancel_.emit(asio::cancellation_type::terminal);
+      } else {
+        Push(sig);
+      }
+      Arm();
+    });
+  }
+  void ArmWinch() {
+    winch_.async_wait([this](boost::system::error_code ec, int) {
+      if (ec || stopped_) return;
+      winched_ = true;
+      cond_.NotifyAll();
+      ArmWinch();
+    });
+  }
+  void Push(int sig) {
+    // A burst of the same signal is one signal, as the kernel's own pending
+    // set would make it; the queue stays bounded.
+    if (!pending_.empty() && pending_.back() == sig) return;
+    if (pending_.size() >= kMaxPendingSignals) return;
+    pending_.push_back(sig);
+    cond_.NotifyAll();
+  }
+
+  asio::signal_set set_;
+  asio::signal_set winch_;
+  internal::Condition cond_;
+  asio::cancellation_signal setup_cancel_;
+  std::deque<int> pending_;
+  bool in_setup_ = true;
+  int setup_signal_ = 0;
+  bool winched_ = false;
+  bool forward_stop_ = false;
+  bool stopped_ = false;
+};
+
+namespace {
+
 asio::awaitable<void> PumpStdin(Process& p, AsyncFd& in) {
   std::unique_ptr<char[]> buf(new char[kMaxWriteBytes]);
   while (true) {
@@ -89,49 +250,38 @@ asio::awaitable<void> PumpStdin(Process& p, AsyncFd& in) {
   co_await p.CloseStdin();
 }
 
+// Who the CLI is to the process it shows.
+enum class Role {
+  kOwner,     // `run`: the job lives for this terminal; a dead stdout ends it
+  kObserver,  // `attach`, `wait`: a dead stdout only ends the observation
+};
+
 // Connects the CLI's stdio to `p` until the exit; returns the CLI status.
-asio::awaitable<int> Interact(Process& p, bool forward_stdin) {
+asio::awaitable<int> Interact(Process& p, bool forward_stdin, Role role, CliSignals& signals) {
   auto ex = co_await asio::this_coro::executor;
   std::optional<RawTerminal> raw;
   if (p.has_pty()) raw.emplace();
-  // Our terminal's size changes follow to the remote one.
-  asio::signal_set winch(ex);
-  std::function<void(boost::system::error_code, int)> on_winch = [&](boost::system::error_code ec, int) {
-    if (ec) return;
-    if (auto size = OwnTerminalSize()) {
-      asio::co_spawn(ex, [&p, size]() -> asio::awaitable<void> { co_await p.Resize(size->first, size->second); },
-                     asio::detached);
-    }
-    winch.async_wait(on_winch);
-  };
-  if (p.has_pty()) {
-    winch.add(SIGWINCH);
-    winch.async_wait(on_winch);
-  }
   AsyncFd in(ex, 0), out(ex, 1), err(ex, 2);
-  // PumpStdin borrows `p` and `in`: it is joined before they go away.
-  bool stdin_done = !forward_stdin;
-  asio::steady_timer stdin_joined(ex, asio::steady_timer::time_point::max());
+  // PumpStdin and the signal forwarder borrow `p` (and `in`): both are
+  // joined before this returns.
+  int running = 0;
+  asio::steady_timer joined(ex, asio::steady_timer::time_point::max());
+  const auto on_done = [&](std::exception_ptr e) {
+    if (e) std::rethrow_exception(e);
+    --running;
+    joined.cancel();
+  };
   if (forward_stdin) {
-    asio::co_spawn(ex, PumpStdin(p, in), [&](std::exception_ptr e) {
-      if (e) std::rethrow_exception(e);
-      stdin_done = true;
-      stdin_joined.cancel();
-    });
+    ++running;
+    asio::co_spawn(ex, PumpStdin(p, in), on_done);
   }
-
-  // Signals meant for the job go to the child's process group.
-  asio::signal_set signals(ex, SIGINT, SIGTERM, SIGHUP);
-  std::function<void(boost::system::error_code, int)> on_signal =
-      [&](boost::system::error_code ec, int sig) {
-        if (ec) return;
-        asio::co_spawn(ex, [&p, sig]() -> asio::awaitable<void> { co_await p.Signal(sig); }, asio::detached);
-        signals.async_wait(on_signal);
-      };
-  signals.async_wait(on_signal);
+  ++running;
+  asio::co_spawn(ex, signals.Forward(p), on_done);
 
   if (p.output_gap()) std::fputs("tether: output was lost while nobody was attached\n", stderr);
-  bool output_gone = false;
+  bool stdout_gone = false, stderr_gone = false;
+  int stdout_errno = 0;
+  bool detached = false;
   while (true) {
     absl::StatusOr<std::optional<OutputChunk>> chunk = co_await p.Read();
     if (!chunk.ok()) {
@@ -139,30 +289,51 @@ asio::awaitable<int> Interact(Process& p, bool forward_stdin) {
       break;
     }
     if (!*chunk) break;
-    if (output_gone) continue;
-    AsyncFd& dst = (*chunk)->stream == StreamId::kStderr ? err : out;
-    if (!(co_await dst.WriteAll((*chunk)->bytes)).ok()) {
-      // Our reader has gone (EPIPE): the job cannot deliver output any more.
-      output_gone = true;
-      co_await p.Terminate(kTerminateGraceMs);
+    const bool is_err = (*chunk)->stream == StreamId::kStderr;
+    if (is_err ? stderr_gone : stdout_gone) continue;
+    AsyncFd& dst = is_err ? err : out;
+    if ((co_await dst.WriteAll((*chunk)->bytes)).ok()) continue;
+    if (is_err) {
+      stderr_gone = true;  // nowhere left to say anything; stdout goes on
+      continue;
     }
+    stdout_gone = true;
+    stdout_errno = out.error();
+    if (role == Role::kObserver) {
+      // Only this observation ends: the job keeps running, and its unread
+      // output stays with the supervisor for the next reader.
+      if (stdout_errno != EPIPE) {
+        std::fprintf(stderr, "tether: writing stdout failed: %s; detached, the process keeps running\n",
+                     std::strerror(stdout_errno));
+      }
+      co_await p.Disconnect();
+      detached = true;
+      break;
+    }
+    // `run`: nobody can ever read this job's output again, so it ends.
+    // Its stderr is still forwarded.
+    std::fprintf(stderr, "tether: %s; terminating the process (its stderr is still forwarded)\n",
+                 stdout_errno == EPIPE ? "stdout was closed by its reader"
+                                       : absl::StrCat("writing stdout failed: ", std::strerror(stdout_errno)).c_str());
+    co_await p.Terminate(kTerminateGraceMs);
   }
   int code = kExitTetherFailure;
-  absl::StatusOr<ExitStatus> exit = co_await p.Wait();
-  if (!exit.ok()) {
-    PrintError(exit.status());
-  } else {
-    code = exit->ShellStatus();
-    if (exit->output_cut) {
-      std::fputs("tether: background processes kept the output open after the command exited; "
-                 "their later output was not collected\n", stderr);
+  if (!detached) {
+    absl::StatusOr<ExitStatus> exit = co_await p.Wait();
+    if (!exit.ok()) {
+      PrintError(exit.status());
+    } else {
+      code = exit->ShellStatus();
+      if (exit->output_cut) {
+        std::fputs("tether: background processes kept the output open after the command exited; "
+                   "their later output was not collected\n", stderr);
+      }
     }
   }
-  boost::system::error_code ignored;
-  signals.cancel(ignored);
-  winch.cancel(ignored);
+  if (stdout_gone) code = stdout_errno == EPIPE ? kExitStdoutClosed : kExitTetherFailure;
+  signals.StopForwarding();
   in.Cancel();
-  while (!stdin_done) co_await stdin_joined.async_wait(asio::as_tuple(asio::use_awaitable));
+  while (running > 0) co_await joined.async_wait(asio::as_tuple(asio::use_awaitable));
   co_return code;
 }
 
@@ -173,7 +344,9 @@ StartOptions ToStartOptions(const RunArgs& args) {
   opts.argv = args.argv;
   opts.cwd = args.cwd;
   opts.env = args.env;
+  opts.inherit_env = !args.clean_env;
   opts.stdin_pipe = args.stdin_pipe;
+  opts.lease_ms = args.lease_ms;
   opts.output_mode = OutputMode::kStream;  // a command's whole output, exact
   opts.output_format = OutputFormat::kBytes;
   // The CLI hands output to its own stdout at once, so a 1 MiB window costs
@@ -211,9 +384,15 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(asio::any_io_executor e
 // Runs `body` on a fresh io_context with the chosen transport and returns its
 // status. The loop ends when every handle has finished in the background
 // (exit acknowledgements delivered).
-int RunLoop(const ProviderArgs& provider, std::function<asio::awaitable<int>(Transport&)> body) {
+int RunLoop(const ProviderArgs& provider,
+            std::function<asio::awaitable<int>(Transport&, CliSignals&)> body) {
   ::signal(SIGPIPE, SIG_IGN);
   asio::io_context io(1);
+  // First of all: from here on a signal never kills tether. Signals that
+  // arrived earlier were held pending (BlockJobSignals) and come now.
+  CliSignals signals(io.get_executor());
+  const sigset_t job_signals = JobSignals();
+  ::sigprocmask(SIG_UNBLOCK, &job_signals, nullptr);
   // The transport outlives the loop: handles finish in the background
   // (exit acknowledgements), and some channels poll through it.
   absl::StatusOr<std::unique_ptr<Transport>> transport = MakeTransport(io.get_executor(), provider);
@@ -222,7 +401,8 @@ int RunLoop(const ProviderArgs& provider, std::function<asio::awaitable<int>(Tra
     return kExitTetherFailure;
   }
   int exit_code = kExitTetherFailure;
-  asio::co_spawn(io, body(**transport), [&](std::exception_ptr e, int code) {
+  asio::co_spawn(io, body(**transport, signals), [&](std::exception_ptr e, int code) {
+    signals.Stop();
     if (e) std::rethrow_exception(e);
     exit_code = code;
   });
@@ -230,19 +410,53 @@ int RunLoop(const ProviderArgs& provider, std::function<asio::awaitable<int>(Tra
   return exit_code;
 }
 
+// A reference given as JSON, @FILE or - (stdin), read up to the limit plus
+// one byte: never more, whatever the file is.
 absl::StatusOr<std::string> ReadReference(const std::string& arg) {
-  if (arg == "-" || (!arg.empty() && arg[0] == '@')) {
-    std::string text;
-    if (arg == "-") {
-      text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-    } else {
-      std::ifstream f(arg.substr(1), std::ios::binary);
-      if (!f) return absl::InvalidArgumentError(absl::StrCat("cannot read ", arg.substr(1)));
-      text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-    }
-    return text;
+  const auto too_big = [](const std::string& from) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the reference from ", from, " is larger than ", kMaxReferenceBytes, " bytes"));
+  };
+  if (arg != "-" && (arg.empty() || arg[0] != '@')) {
+    if (arg.size() > kMaxReferenceBytes) return too_big("the command line");
+    return arg;
   }
-  return arg;
+  const std::string from = arg == "-" ? "stdin" : arg.substr(1);
+  int fd = 0;
+  if (arg != "-") {
+    fd = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return absl::InvalidArgumentError(absl::StrCat("cannot read ", from, ": ", std::strerror(errno)));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (fd != 0) ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(from, " is a directory, not a reference"));
+  }
+  std::string text(kMaxReferenceBytes + 1, '\0');
+  std::size_t got = 0;
+  int err = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n > 0) {
+      got += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n == 0) break;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN) {  // a non-blocking stdin shared with someone else
+      pollfd pfd{fd, POLLIN, 0};
+      ::poll(&pfd, 1, -1);
+      continue;
+    }
+    err = errno;
+    break;
+  }
+  if (fd != 0) ::close(fd);
+  if (err != 0) return absl::InvalidArgumentError(absl::StrCat("cannot read ", from, ": ", std::strerror(err)));
+  if (got > kMaxReferenceBytes) return too_big(from);
+  text.resize(got);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  return text;
 }
 
 absl::StatusOr<int> ParseSignal(const std::string& s) { return SignalNumber(s); }
@@ -364,6 +578,15 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
         return absl::InvalidArgumentError(absl::StrCat(a, " wants 1..", kMaxTerminalCells, ", got '", *v, "'"));
       }
       (a == "--cols" ? r.cols : r.rows) = n;
+    } else if (a == "--lease-ms") {
+      absl::StatusOr<std::string> v = value(a);
+      if (!v.ok()) return v.status();
+      if (!absl::SimpleAtoi(*v, &r.lease_ms) || r.lease_ms < kMinLeaseMs || r.lease_ms > kMaxLeaseMs) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--lease-ms wants ", kMinLeaseMs, "..", kMaxLeaseMs, ", got '", *v, "'"));
+      }
+    } else if (a == "--clean-env") {
+      r.clean_env = true;
     } else if (a == "--no-stdin") {
       r.stdin_pipe = false;
     } else if (a == "--stdin") {
@@ -378,34 +601,108 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
   if (r.argv.empty()) return absl::InvalidArgumentError("no command given after --");
   if ((r.cols || r.rows) && !r.pty) return absl::InvalidArgumentError("--cols and --rows need --pty");
   if (absl::Status st = CheckProviderArgs(r.provider); !st.ok()) return st;
+  if (!r.cwd.empty() && r.cwd[0] != '/') {
+    if (r.provider.provider != "local") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--cwd '", r.cwd, "' is relative; with --provider ", r.provider.provider,
+          " give an absolute path inside the sandbox"));
+    }
+    // This machine: relative to where tether was started, as a shell would.
+    char buf[4096];
+    if (::getcwd(buf, sizeof buf) == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("--cwd '", r.cwd, "' is relative and our own directory is gone"));
+    }
+    r.cwd = absl::StrCat(buf, std::string_view(buf) == "/" ? "" : "/", r.cwd);
+  }
   return r;
 }
 
-int RunCommand(const RunArgs& args) {
-  return RunLoop(args.provider, [&](Transport& t) -> asio::awaitable<int> {
-    absl::StatusOr<std::unique_ptr<Process>> p = co_await Process::Start(t, ToStartOptions(args));
-    if (!p.ok()) {
+namespace {
+
+// Starts the process with setup cancelled by a signal (see CliSignals).
+// On failure prints why and returns the CLI status in *code.
+asio::awaitable<std::unique_ptr<Process>> StartWithSignals(Transport& t, StartOptions opts, CliSignals& signals,
+                                                           int* code) {
+  auto ex = co_await asio::this_coro::executor;
+  absl::StatusOr<std::unique_ptr<Process>> p = co_await asio::co_spawn(
+      ex, Process::Start(t, std::move(opts)), asio::bind_cancellation_slot(signals.setup_slot(), asio::use_awaitable));
+  signals.EndSetup();
+  if (!p.ok()) {
+    if (const int sig = signals.setup_signal(); sig != 0) {
+      std::fprintf(stderr, "tether: %s during setup: %s\n", SignalName(sig).c_str(),
+                   std::string(p.status().message()).c_str());
+      *code = 128 + sig;
+    } else {
       PrintError(p.status());
-      co_return ExitForError(p.status());
+      *code = ExitForError(p.status());
     }
-    co_return co_await Interact(**p, args.stdin_pipe);
+    co_return nullptr;
+  }
+  co_return *std::move(p);
+}
+
+// Writes all of `text` to fd 1 (blocking or not); the errno on failure.
+int WriteStdout(std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t n = ::write(1, text.data(), text.size());
+    if (n > 0) {
+      text.remove_prefix(static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {
+      pollfd pfd{1, POLLOUT, 0};
+      ::poll(&pfd, 1, 1000);
+      continue;
+    }
+    return n < 0 ? errno : EIO;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RunCommand(const RunArgs& args) {
+  return RunLoop(args.provider, [&](Transport& t, CliSignals& signals) -> asio::awaitable<int> {
+    StartOptions opts = ToStartOptions(args);
+    // Nobody else can ever reach a run's process (no reference is issued):
+    // it ends when we are gone for good, and a broken channel (or a stop
+    // longer than the lease) is reattached, losing nothing.
+    opts.end_with_host = true;
+    opts.reconnect = true;
+    int code = kExitTetherFailure;
+    std::unique_ptr<Process> p = co_await StartWithSignals(t, std::move(opts), signals, &code);
+    if (!p) co_return code;
+    co_return co_await Interact(*p, args.stdin_pipe, Role::kOwner, signals);
   });
 }
 
 int StartCommand(const RunArgs& args) {
-  return RunLoop(args.provider, [&](Transport& t) -> asio::awaitable<int> {
-    absl::StatusOr<std::unique_ptr<Process>> p = co_await Process::Start(t, ToStartOptions(args));
-    if (!p.ok()) {
-      PrintError(p.status());
-      co_return ExitForError(p.status());
-    }
-    absl::StatusOr<std::string> ref = (*p)->Reference();
-    if (!ref.ok()) {
-      PrintError(ref.status());
+  if (StdoutWasClosed()) {
+    // The reference would go nowhere, and without it nobody could reach
+    // the process: start nothing.
+    std::fputs("tether start: stdout is closed; the reference would be lost, so nothing was started\n", stderr);
+    return kExitTetherFailure;
+  }
+  return RunLoop(args.provider, [&](Transport& t, CliSignals& signals) -> asio::awaitable<int> {
+    int code = kExitTetherFailure;
+    std::unique_ptr<Process> p = co_await StartWithSignals(t, ToStartOptions(args), signals, &code);
+    if (!p) co_return code;
+    absl::StatusOr<std::string> ref = p->Reference();
+    int err = ref.ok() ? WriteStdout(*ref + "\n") : 0;
+    if (!ref.ok() || err != 0) {
+      // Nobody can ever reach the process without its reference: end it.
+      if (!ref.ok()) {
+        PrintError(ref.status());
+      } else {
+        std::fprintf(stderr, "tether start: writing the reference to stdout failed: %s; terminating the process\n",
+                     std::strerror(err));
+      }
+      co_await p->Terminate(kTerminateGraceMs);
+      (void)co_await p->Wait();
       co_return kExitTetherFailure;
     }
-    co_await (*p)->Disconnect();
-    std::printf("%s\n", ref->c_str());
+    co_await p->Disconnect();
     co_return 0;
   });
 }
@@ -458,22 +755,34 @@ int ReferenceCommand(const std::string& command, const std::vector<std::string>&
     PrintError(ref.status());
     return kExitUsage;
   }
-  return RunLoop(provider, [&](Transport& t) -> asio::awaitable<int> {
-    absl::StatusOr<std::unique_ptr<Process>> p = co_await Process::Reopen(t, *ref);
+  const bool observe = command == "attach" || command == "wait";
+  return RunLoop(provider, [&](Transport& t, CliSignals& signals) -> asio::awaitable<int> {
+    // status, signal and kill use a control attachment: it works beside an
+    // `attach` or `wait` and never takes the exit record or any output.
+    ReopenOptions ro;
+    ro.control = !observe;
+    auto ex = co_await asio::this_coro::executor;
+    absl::StatusOr<std::unique_ptr<Process>> p = co_await asio::co_spawn(
+        ex, Process::Reopen(t, *ref, ro), asio::bind_cancellation_slot(signals.setup_slot(), asio::use_awaitable));
+    signals.EndSetup();
     if (!p.ok()) {
+      if (const int sig = signals.setup_signal(); sig != 0) {
+        std::fprintf(stderr, "tether %s: %s: %s\n", command.c_str(), SignalName(sig).c_str(),
+                     std::string(p.status().message()).c_str());
+        co_return 128 + sig;
+      }
       PrintError(p.status());
       co_return ExitForError(p.status());
     }
     Process& proc = **p;
-    if (command == "attach") co_return co_await Interact(proc, true);
-    if (command == "wait") co_return co_await Interact(proc, false);
+    if (command == "attach") co_return co_await Interact(proc, true, Role::kObserver, signals);
+    if (command == "wait") co_return co_await Interact(proc, false, Role::kObserver, signals);
     int code = 0;
-    if (command == "status") {
-      absl::StatusOr<ProcessStatus> status = co_await proc.Status();
-      if (!status.ok()) {
-        PrintError(status.status());
-        co_return ExitForError(status.status());
-      }
+    absl::StatusOr<ProcessStatus> status = co_await proc.Status();
+    if (!status.ok()) {
+      PrintError(status.status());
+      code = ExitForError(status.status());
+    } else if (command == "status") {
       const ProcessStatus& st = *status;
       switch (st.state) {
         case ProcessStatus::State::kRunning:
@@ -491,7 +800,11 @@ int ReferenceCommand(const std::string& command, const std::vector<std::string>&
           code = kExitTetherFailure;
           break;
       }
-    } else {
+      if (std::fflush(stdout) != 0 && code == 0) code = kExitTetherFailure;
+    } else if (command == "signal" && status->state == ProcessStatus::State::kExited) {
+      std::fprintf(stderr, "tether signal: the process has exited; nothing was sent\n");
+      code = kExitSignalExited;
+    } else if (command == "signal" || status->state != ProcessStatus::State::kExited) {
       absl::Status st = kill ? co_await proc.Terminate(grace_ms) : co_await proc.Signal(sig);
       if (!st.ok()) {
         PrintError(st);
@@ -536,7 +849,7 @@ int ConformanceCommand(const std::vector<std::string>& args) {
                 r.detail.c_str());
     std::fflush(stdout);
   };
-  return RunLoop(provider, [&](Transport& t) -> asio::awaitable<int> {
+  return RunLoop(provider, [&](Transport& t, CliSignals&) -> asio::awaitable<int> {
     std::vector<ConformanceResult> results = co_await RunConformance(t, options);
     int pass = 0, fail = 0, unsupported = 0;
     for (const ConformanceResult& r : results) {

@@ -13,10 +13,26 @@
 namespace tether::cli {
 
 // Exit statuses of the CLI itself (the child's own status passes through).
+inline constexpr int kExitSignalExited = 1;     // `signal` on a process that has exited
 inline constexpr int kExitUsage = 2;            // bad invocation
 inline constexpr int kExitTetherFailure = 125;  // tether could not do its part
 inline constexpr int kExitCannotExecute = 126;
 inline constexpr int kExitNotFound = 127;
+// Our stdout's reader went away (EPIPE), as a shell reports a command that
+// SIGPIPE ended: `run` terminated its process, `attach`/`wait` detached.
+inline constexpr int kExitStdoutClosed = 141;
+
+// The supervisor's lease as `--lease-ms` may set it.
+inline constexpr unsigned kMinLeaseMs = 200;
+inline constexpr unsigned kMaxLeaseMs = 3600 * 1000;
+
+// Call first in main(): opens /dev/null on any of fds 0-2 that is closed.
+void PrepareStdio();
+// Blocks SIGINT, SIGTERM and SIGHUP until the event loop's handlers are
+// installed (they are unblocked then).
+void BlockJobSignals();
+// True when fd 1 was closed when tether started.
+bool StdoutWasClosed();
 
 // Which sandbox: the local provider, or the command provider through a
 // native channel command (see host/command_transport.h).
@@ -43,6 +59,8 @@ struct RunArgs {
   std::string cwd;
   std::vector<std::pair<std::string, std::string>> env;
   bool stdin_pipe = true;
+  bool clean_env = false;  // the child's environment is exactly --env
+  unsigned lease_ms = 0;   // 0: the supervisor's default (30 s)
   bool pty = false;
   unsigned cols = 0, rows = 0;  // 0: from our own terminal, else 80x24
   std::vector<std::string> argv;
@@ -63,28 +81,51 @@ int ConformanceCommand(const std::vector<std::string>& args);
 inline constexpr char kUsage[] =
     "usage: tether <command> [options]\n"
     "\n"
-    "  run   [PROVIDER] [--cwd DIR] [--env NAME=VALUE]... [--no-stdin]\n"
-    "        [--pty [--cols N] [--rows N]] -- ARGV...\n"
+    "  run   [PROVIDER] [--cwd DIR] [--env NAME=VALUE]... [--clean-env] [--no-stdin]\n"
+    "        [--lease-ms MS] [--pty [--cols N] [--rows N]] -- ARGV...\n"
     "        run ARGV in the sandbox; stdin, stdout and stderr are forwarded byte\n"
     "        for byte, SIGINT/SIGTERM/SIGHUP go to the child's process group, and\n"
     "        tether exits with the child's status (128+N when signal N ended it).\n"
+    "        If our stdout's reader goes away the process is terminated, stderr\n"
+    "        is still forwarded, and tether exits 141 (125 for another write\n"
+    "        error such as a full disk). A signal during setup cancels the start\n"
+    "        (exit 128+N). The process ends if tether is gone for good (no\n"
+    "        reattach within the lease); a Ctrl-Z'd tether keeps it.\n"
+    "        --cwd: absolute, or on the local provider relative to where tether\n"
+    "        runs (default there: tether's own directory)\n"
+    "        --clean-env: the child gets only the --env variables, nothing\n"
+    "        inherited. Otherwise it inherits the sandbox's environment minus\n"
+    "        credential-shaped names (see README, 'What the child inherits')\n"
+    "        --lease-ms: the supervisor's lease (200..3600000, default 30000)\n"
     "        --pty runs it on a terminal (size from ours, or 80x24; our size\n"
     "        changes follow; our terminal is raw meanwhile)\n"
     "  start [same options as run] -- ARGV...\n"
     "        start ARGV and leave it running; prints a reference (private JSON,\n"
-    "        valid 24 h) for the commands below. REF is that JSON, @FILE or -\n"
-    "  attach REF          reattach stdin, stdout and stderr; exits as run does\n"
-    "  wait REF            print the remaining output and exit with its status\n"
-    "  status REF          print running, exited CODE|signal SIG, or unknown\n"
-    "  signal REF SIGNAL   send SIGNAL (name like TERM or SIGTERM, or number)\n"
-    "  kill REF [--grace MS]  SIGTERM, then SIGKILL after MS (default 5000)\n"
+    "        valid 24 h) for the commands below. If the reference cannot be\n"
+    "        written the process is terminated and tether exits 125.\n"
+    "        Keep REF in a private file and pass it as @FILE (or - for stdin):\n"
+    "        a reference in argv is readable by every local user\n"
+    "  attach @FILE        reattach stdin, stdout and stderr; exits as run does;\n"
+    "                      if our stdout's reader goes away it detaches (141)\n"
+    "  wait @FILE          print the remaining output and exit with its status\n"
+    "                      (detaches, exit 141, if our stdout's reader goes away)\n"
+    "  status @FILE        print running pid N, exited CODE|signal SIG, or unknown;\n"
+    "                      repeatable: it never takes the exit from wait/attach\n"
+    "  signal @FILE SIGNAL send SIGNAL (name like TERM or SIGTERM, or number);\n"
+    "                      exits 1 if the process has already exited\n"
+    "  kill @FILE [--grace MS]  SIGTERM, then SIGKILL after MS (default 5000)\n"
+    "        status, signal and kill work while an attach or wait is running.\n"
+    "        REF is @FILE, - (read from stdin) or the JSON itself\n"
     "  conformance [PROVIDER] [--only TEXT]\n"
     "        run the conformance cases against the provider; prints a table of\n"
     "        pass / fail / unsupported and exits 1 on any failure\n"
     "  version             print the tether and protocol versions\n"
     "\n"
     "PROVIDER (before REF for the reference commands):\n"
-    "  --provider local    this machine, a private directory (the default)\n"
+    "  --provider local    this machine (the default); its private directory is\n"
+    "        $TETHER_LOCAL_ROOT, else $XDG_RUNTIME_DIR/tether-local, else\n"
+    "        $TMPDIR/tether-local-UID (absolute TMPDIR only), else\n"
+    "        /tmp/tether-local-UID\n"
     "  --provider command --prefix 'CMD...'\n"
     "        any command that runs a shell command line inside the sandbox with\n"
     "        stdio connected, e.g. 'ssh -T host', 'docker exec -i CTR sh -c',\n"
@@ -93,6 +134,11 @@ inline constexpr char kUsage[] =
     "        the supervisor under PROG, e.g. qemu-aarch64\n"
     "  --tunnel binary|text|exchange   (command) text: the channel carries only\n"
     "        text lines; frames go as armored lines and a failed channel is\n"
-    "        reattached. exchange: only one-shot commands; tether polls a relay\n";
+    "        reattached. exchange: only one-shot commands; tether polls a relay\n"
+    "\n"
+    "Exit statuses of tether itself: 2 bad usage, 125 tether could not do its\n"
+    "part (setup, resources, a lost connection), 126/127 the command could not\n"
+    "be executed / was not found (and 127: the process is gone), 141 stdout\n"
+    "closed; otherwise the child's own status.\n";
 
 }  // namespace tether::cli

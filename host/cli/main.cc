@@ -1,12 +1,15 @@
 // tether: run a process inside a sandbox through the static supervisor.
 #include <cstdio>
+#include <exception>
 #include <string>
 #include <vector>
 
 #include "host/cli/commands.h"
 #include "tether/protocol/version.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int Main(int argc, char** argv) {
   namespace cli = tether::cli;
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
@@ -34,4 +37,25 @@ int main(int argc, char** argv) {
   if (cmd == "conformance") return cli::ConformanceCommand(rest);
   std::fprintf(stderr, "tether: unknown command '%s'\n%s", cmd.c_str(), cli::kUsage);
   return cli::kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything opens a descriptor: closed stdio gets /dev/null.
+  tether::cli::PrepareStdio();
+  // Signals meant for the job stay pending until our handlers exist (the
+  // event loop unblocks them): a signal in the first milliseconds must not
+  // kill tether either.
+  tether::cli::BlockJobSignals();
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    // Resource exhaustion (no descriptors for the event loop, no memory) and
+    // anything else unforeseen: a message and 125, never an abort.
+    std::fprintf(stderr, "tether: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "tether: unexpected failure\n");
+  }
+  return tether::cli::kExitTetherFailure;
 }

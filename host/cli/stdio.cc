@@ -39,7 +39,10 @@ asio::awaitable<absl::StatusOr<std::size_t>> AsyncFd::ReadSome(std::span<char> b
     const ssize_t n = ::read(fd_, buf.data(), buf.size());
     if (n >= 0) co_return static_cast<std::size_t>(n);
     if (errno == EINTR) continue;
-    if (errno != EAGAIN) co_return absl::UnavailableError(absl::StrCat("read: ", std::strerror(errno)));
+    if (errno != EAGAIN) {
+      error_ = errno;
+      co_return absl::UnavailableError(absl::StrCat("read: ", std::strerror(errno)));
+    }
     auto [ec] = co_await waiter_.async_wait(asio::posix::stream_descriptor::wait_read,
                                             asio::as_tuple(asio::use_awaitable));
     if (ec) co_return absl::CancelledError("read cancelled");
@@ -47,7 +50,10 @@ asio::awaitable<absl::StatusOr<std::size_t>> AsyncFd::ReadSome(std::span<char> b
 }
 
 asio::awaitable<absl::Status> AsyncFd::WriteAll(std::string_view bytes) {
-  if (saved_flags_ < 0) co_return absl::UnavailableError("output is not open");
+  if (saved_flags_ < 0) {
+    error_ = EBADF;
+    co_return absl::UnavailableError("output is not open");
+  }
   while (!bytes.empty()) {
     const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
     if (n >= 0) {
@@ -55,7 +61,10 @@ asio::awaitable<absl::Status> AsyncFd::WriteAll(std::string_view bytes) {
       continue;
     }
     if (errno == EINTR) continue;
-    if (errno != EAGAIN) co_return absl::UnavailableError(absl::StrCat("write: ", std::strerror(errno)));
+    if (errno != EAGAIN) {
+      error_ = errno;
+      co_return absl::UnavailableError(std::strerror(errno));
+    }
     auto [ec] = co_await waiter_.async_wait(asio::posix::stream_descriptor::wait_write,
                                             asio::as_tuple(asio::use_awaitable));
     if (ec) co_return absl::CancelledError("write cancelled");

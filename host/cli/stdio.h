@@ -23,14 +23,18 @@ class AsyncFd {
 
   // 0 at EOF (also when the fd is not open).
   boost::asio::awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf);
-  // Writes everything; kUnavailable when the reader has gone (EPIPE).
+  // Writes everything; kUnavailable when the reader has gone (EPIPE) or the
+  // write failed (ENOSPC, EIO, ...): error() tells which.
   boost::asio::awaitable<absl::Status> WriteAll(std::string_view bytes);
+  // The errno of the last failed read or write (0 if none).
+  int error() const { return error_; }
   // Stops pending waits (they return as if at EOF / failed).
   void Cancel();
 
  private:
   int fd_;
   int saved_flags_ = -1;
+  int error_ = 0;
   boost::asio::posix::stream_descriptor waiter_;  // a dup of fd_, used only to wait
 };
 

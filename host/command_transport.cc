@@ -103,11 +103,13 @@ class CommandTransport final : public Transport {
       co_return st;
     }
     // Exact bytes into a temporary file, checked, then renamed into place.
+    // Any failure (a full disk cutting the copy short included) removes the
+    // partial file: nothing is left behind but a complete, checked install.
     const std::string script = absl::StrCat(
-        kSha256, "umask 077; f=", q, "; t=\"$f.tmp.$$\"; head -c ", bytes.size(), " > \"$t\" && ",
-        "h=$($S < \"$t\" | cut -c1-64) && if [ \"$h\" = ", hash, " ]; then chmod ",
+        kSha256, "umask 077; f=", q, "; t=\"$f.tmp.$$\"; h=; if head -c ", bytes.size(), " > \"$t\" && ",
+        "h=$($S < \"$t\" | cut -c1-64) && [ \"$h\" = ", hash, " ] && chmod ",
         absl::StrCat(absl::Dec(mode >> 6 & 7), absl::Dec(mode >> 3 & 7), absl::Dec(mode & 7)),
-        " \"$t\" && mv -f \"$t\" \"$f\" && echo tether-put-ok; else rm -f \"$t\"; echo \"tether-put-bad $h\"; fi");
+        " \"$t\" && mv -f \"$t\" \"$f\"; then echo tether-put-ok; else rm -f \"$t\"; echo \"tether-put-bad $h\"; fi");
     absl::StatusOr<std::string> put = co_await RunScript(script, bytes);
     if (!put.ok()) co_return put.status();
     if (!absl::StrContains(*put, "tether-put-ok")) {
@@ -146,7 +148,11 @@ class CommandTransport final : public Transport {
         absl::StatusOr<std::string> out = co_await RunScript(script, "");
         ok = out.ok() && absl::StrContains(*out, "tether-part-ok");
       }
-      if (!ok) co_return absl::UnavailableError(absl::StrCat("uploading ", path, " as text failed", Diag()));
+      if (!ok) {
+        // Best effort: the pieces already sent are of no use to anyone.
+        (void)co_await RunScript(absl::StrCat("rm -f ", absl::StrJoin(parts, " ")), "");
+        co_return absl::UnavailableError(absl::StrCat("uploading ", path, " as text failed", Diag()));
+      }
       if (o_.upload_progress) o_.upload_progress(std::min(off + kTextPiece, bytes.size()), bytes.size());
     }
     const std::string finish = absl::StrCat(

@@ -91,6 +91,15 @@ absl::StatusOr<ProcessReference> ParseReference(std::string_view text, std::int6
   if (r.state_dir.empty() || r.state_dir[0] != '/' || r.supervisor.empty() || r.supervisor[0] != '/') {
     return Bad("'state_dir' and 'supervisor' must be absolute paths");
   }
+  for (const std::string* path : {&r.state_dir, &r.supervisor}) {
+    if (path->find('\0') != std::string::npos || path->find("/../") != std::string::npos ||
+        path->find("/./") != std::string::npos || path->size() > 4096) {
+      return Bad("'state_dir' and 'supervisor' must be plain absolute paths (no NUL, '.' or '..')");
+    }
+  }
+  if (r.provider.empty() || r.provider.find('\0') != std::string::npos || r.sandbox.find('\0') != std::string::npos) {
+    return Bad("'provider' and 'sandbox' must be non-empty text without NUL");
+  }
   const json::value* pipe = o.if_contains("stdin_pipe");
   if (pipe == nullptr || !pipe->is_bool()) return Bad("'stdin_pipe' must be a boolean");
   r.stdin_pipe = pipe->as_bool();
@@ -105,6 +114,8 @@ absl::StatusOr<ProcessReference> ParseReference(std::string_view text, std::int6
   absl::StatusOr<std::int64_t> window = GetInt(o, "window_bytes", 0, std::int64_t{64} << 20);
   if (!window.ok()) return window.status();
   r.window_bytes = static_cast<std::uint64_t>(*window);
+  // As strict as StartOptions: 0 (the default) or 16 KiB..64 MiB.
+  if (r.window_bytes != 0 && r.window_bytes < 16 * 1024) return Bad("'window_bytes' must be 0 or 16384..67108864");
   absl::StatusOr<std::int64_t> left = GetInt(o, "output_left", -1, std::int64_t{1} << 20);
   if (!left.ok()) return left.status();
   r.output_left = *left;
@@ -117,6 +128,9 @@ absl::StatusOr<ProcessReference> ParseReference(std::string_view text, std::int6
     if (!st->ok()) return st->status();
   }
   r.pid = static_cast<std::int32_t>(*pid);
+  if (r.pid == 0 || r.pid == 1) return Bad("'pid' must be a child's pid (or -1)");
+  // A terminal always takes input; finite output counts down from its cap.
+  if (r.pty && !r.stdin_pipe) return Bad("'pty' without 'stdin_pipe' is not a process tether starts");
   r.stdout_offset = static_cast<std::uint64_t>(*out);
   r.stderr_offset = static_cast<std::uint64_t>(*err);
   r.expires_at = *exp;

@@ -234,6 +234,8 @@ int LaunchMain(bool text) {
     return Attach(*sock, dir, std::move(rest), text);
   }
   if (!created.ok()) return Report(wire::ERROR_INVALID_ARGUMENT, created);
+  // Litter from abandoned setups whose launch never came (best effort).
+  RemoveStaleCancelMarkers(dir.substr(0, dir.rfind('/')), kStaleMarkerSeconds);
   absl::StatusOr<int> listen_fd = ListenInDir(dir);
   if (!listen_fd.ok()) {
     RemovePrivateDir(dir);

@@ -1,5 +1,6 @@
 #include "supervisor/state_dir.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -133,6 +134,29 @@ absl::StatusOr<int> ConnectInDir(const std::string& dir) {
 void RemovePrivateDir(const std::string& dir) {
   ::unlink(absl::StrCat(dir, "/", kSocketName).c_str());
   ::rmdir(dir.c_str());
+}
+
+int RemoveStaleCancelMarkers(const std::string& root, std::int64_t max_age_seconds) {
+  DIR* d = ::opendir(root.c_str());
+  if (d == nullptr) return 0;
+  const int dfd = ::dirfd(d);
+  const std::int64_t now = static_cast<std::int64_t>(::time(nullptr));
+  int removed = 0;
+  while (dirent* e = ::readdir(d)) {
+    const std::string_view name(e->d_name);
+    constexpr std::string_view kSuffix = ".cancel";
+    if (name.size() <= kSuffix.size() || name.substr(name.size() - kSuffix.size()) != kSuffix) continue;
+    struct stat st {};
+    // Only our own regular files, never through a link.
+    if (::fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_uid != ::geteuid()) {
+      continue;
+    }
+    if (now - static_cast<std::int64_t>(st.st_mtime) < max_age_seconds) continue;
+    if (::unlinkat(dfd, e->d_name, 0) == 0) ++removed;
+  }
+  ::closedir(d);
+  return removed;
 }
 
 }  // namespace tether::supervisor

@@ -3,6 +3,7 @@
 // because the socket is bound and connected relative to the directory.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -28,5 +29,12 @@ absl::StatusOr<int> ConnectInDir(const std::string& dir);
 
 // Removes the socket and the directory (best effort, after exit).
 void RemovePrivateDir(const std::string& dir);
+
+// Cancellation markers ("<launch id>.cancel") older than `max_age_seconds`
+// in the private state root `root`: a host writes one when it abandons a
+// setup, and the launch it was meant for never came (or came and went).
+// Removes them (our regular files only); returns how many.
+inline constexpr std::int64_t kStaleMarkerSeconds = 3600;
+int RemoveStaleCancelMarkers(const std::string& root, std::int64_t max_age_seconds);
 
 }  // namespace tether::supervisor

@@ -1,5 +1,6 @@
 #include "supervisor/state_dir.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -346,6 +347,36 @@ TEST_CASE("remove private dir removes the socket and the directory") {
   REQUIRE(CreatePrivateDir(dir).ok());
   RemovePrivateDir(dir);
   CHECK(!PathExists(dir));
+}
+
+}  // namespace
+}  // namespace tether::supervisor
+
+namespace tether::supervisor {
+namespace {
+
+TEST_CASE("stale cancellation markers are removed; fresh ones, links and other files stay") {
+  testing::TempDir root;
+  const std::string dir = root.path();
+  const auto touch = [&](const std::string& name, std::int64_t age_seconds) {
+    const std::string path = dir + "/" + name;
+    FILE* f = std::fopen(path.c_str(), "w");
+    REQUIRE(f != nullptr);
+    std::fclose(f);
+    const struct timespec t[2] = {{::time(nullptr) - age_seconds, 0}, {::time(nullptr) - age_seconds, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, path.c_str(), t, 0) == 0);
+  };
+  touch("aaaa.cancel", 2 * kStaleMarkerSeconds);  // a launch that never came
+  touch("bbbb.cancel", 10);                       // may still stop a delayed launch
+  touch("cccc", 2 * kStaleMarkerSeconds);         // not a marker
+  REQUIRE(::symlink("/etc/passwd", (dir + "/dddd.cancel").c_str()) == 0);
+  CHECK(RemoveStaleCancelMarkers(dir, kStaleMarkerSeconds) == 1);
+  CHECK_FALSE(PathExists(dir + "/aaaa.cancel"));
+  CHECK(PathExists(dir + "/bbbb.cancel"));
+  CHECK(PathExists(dir + "/cccc"));
+  struct stat st {};
+  CHECK(::lstat((dir + "/dddd.cancel").c_str(), &st) == 0);
+  CHECK(RemoveStaleCancelMarkers(dir + "/missing", kStaleMarkerSeconds) == 0);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ namespace {
 constexpr std::size_t kMaxScriptOutput = 64 * 1024;
 constexpr std::size_t kUploadPiece = 64 * 1024;
 constexpr std::size_t kTextPiece = 48 * 1024;  // raw bytes per command line (64 KiB of base64)
+constexpr std::size_t kSmallFileBytes = 64 * 1024;  // text tunnels: on stdin, not in command lines
 
 // The sandbox's sha256sum, from coreutils or busybox.
 constexpr char kSha256[] =
@@ -82,6 +83,11 @@ class CommandTransport final : public Transport {
     const std::string hash = protocol::Sha256Hex(bytes);
     const std::string key = absl::StrCat(path, "\n", hash);
     if (installed_.count(key)) co_return absl::OkStatus();
+    if (o_.tunnel != TunnelMode::kBinary && bytes.size() <= kSmallFileBytes) {
+      // Small files (a launch, a hello: they carry the secret) go as base64
+      // text lines on stdin, never in a command line that a provider logs.
+      co_return co_await PutSmallAsText(path, bytes, mode, hash);
+    }
     const std::string q = ShellQuote(path);
     // Already there with the right content: nothing to send.
     absl::StatusOr<std::string> have = co_await RunScript(
@@ -125,6 +131,25 @@ class CommandTransport final : public Transport {
     std::vector<std::string> argv = o_.prefix;
     argv.push_back(line);
     return internal::SpawnChannel(ex_, argv, "");
+  }
+
+  asio::awaitable<absl::Status> PutSmallAsText(const std::string& path, std::string_view bytes, int mode,
+                                               const std::string& hash) {
+    std::string text;
+    const std::string b64 = absl::Base64Escape(std::string(bytes));
+    for (std::size_t off = 0; off < b64.size(); off += 76) absl::StrAppend(&text, b64.substr(off, 76), "\n");
+    const std::string script = absl::StrCat(
+        kSha256, "umask 077; f=", ShellQuote(path), "; t=\"$f.tmp.$$\"; h=; if base64 -d > \"$t\" && ",
+        "h=$($S < \"$t\" | cut -c1-64) && [ \"$h\" = ", hash, " ] && chmod ",
+        absl::StrCat(absl::Dec(mode >> 6 & 7), absl::Dec(mode >> 3 & 7), absl::Dec(mode & 7)),
+        " \"$t\" && mv -f \"$t\" \"$f\"; then echo tether-put-ok; else rm -f \"$t\"; echo \"tether-put-bad $h\"; fi");
+    absl::StatusOr<std::string> put = co_await RunScript(script, text);
+    if (!put.ok()) co_return put.status();
+    if (!absl::StrContains(*put, "tether-put-ok")) {
+      co_return absl::DataLossError(absl::StrCat("writing ", path, " (", bytes.size(), " bytes) as text failed: ",
+                                                 *put, Diag()));
+    }
+    co_return absl::OkStatus();
   }
 
   // For channels that carry only text (or only one-shot commands): base64

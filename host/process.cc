@@ -707,20 +707,28 @@ asio::awaitable<absl::StatusOr<wire::Welcome>> Attach(Transport& transport, Proc
   state.seen[1] = hello.stderr_offset();
   if (transport.tunnel() == TunnelMode::kExchange) {
     // One-shot commands only: start a relay (with the launch, or beside the
-    // daemon) and poll it.
+    // daemon) and poll it. The frames that carry the secret (the Launch and
+    // the Hello) go in a private file, never in a command line (provider
+    // logs, /proc/PID/cmdline); the supervisor reads it once and removes it.
     const std::string id = absl::BytesToHexString(RandomBytes(8));
+    state.session = Session::Create(
+        transport.executor(), internal::MakeExchangeChannel(transport, state.supervisor, state.state_dir, id));
+    const std::string init_path = absl::StrCat(state.state_dir, ".x-", id, ".init");
+    std::string init = first;
+    init += state.session->PrepareHello(std::move(hello));
+    if (absl::Status st = co_await transport.PutFile(init_path, init, 0600); !st.ok()) co_return st;
     std::vector<std::string> start;
     start.push_back(state.supervisor);
     if (!first.empty()) {
       start.push_back("launch");
       start.push_back("--exchange");
       start.push_back(id);
-      start.push_back(protocol::Base85Encode(first));
     } else {
       start.push_back("relay");
       start.push_back(state.state_dir);
       start.push_back(id);
     }
+    start.push_back("@" + init_path);
     absl::StatusOr<std::string> out = co_await internal::RunOneShot(transport, std::move(start));
     if (!out.ok()) co_return out.status();
     if (!absl::StrContains(*out, "tether-relay-ok")) {
@@ -737,9 +745,7 @@ asio::awaitable<absl::StatusOr<wire::Welcome>> Attach(Transport& transport, Proc
       if (absl::StrContains(*out, "tether-relay-gone")) co_return absl::NotFoundError("the process is gone");
       co_return absl::UnavailableError(absl::StrCat("could not start the exchange relay: ", *out));
     }
-    state.session = Session::Create(
-        transport.executor(), internal::MakeExchangeChannel(transport, state.supervisor, state.state_dir, id));
-    co_return co_await state.session->Handshake(std::move(hello));
+    co_return co_await state.session->AwaitWelcome();
   }
   if (transport.can_connect() && transport.tunnel() == TunnelMode::kBinary) {
     // This machine: `launch --direct` starts the daemon and exits, and we

@@ -80,12 +80,26 @@ asio::awaitable<void> Session::Writer() {
   writing_ = false;
 }
 
-asio::awaitable<absl::StatusOr<wire::Welcome>> Session::Handshake(wire::Hello hello) {
+std::string Session::PrepareHello(wire::Hello hello) {
   hello.set_min_version(kProtocolVersion);
   hello.set_max_version(kProtocolVersion);
   wire::Envelope env;
   *env.mutable_hello() = std::move(hello);
-  const std::uint64_t id = Send(std::move(env));
+  hello_id_ = next_request_id_++;
+  env.set_generation(generation_);
+  env.set_request_id(hello_id_);
+  std::string frame;
+  protocol::AppendEnvelope(env, protocol::Compression::kNone, &frame);
+  return frame;
+}
+
+asio::awaitable<absl::StatusOr<wire::Welcome>> Session::Handshake(wire::Hello hello) {
+  SendFrame(PrepareHello(std::move(hello)));
+  co_return co_await AwaitWelcome();
+}
+
+asio::awaitable<absl::StatusOr<wire::Welcome>> Session::AwaitWelcome() {
+  const std::uint64_t id = hello_id_;
   absl::StatusOr<wire::Envelope> reply;
   while (true) {
     reply = co_await Receive();

@@ -37,6 +37,12 @@ class Session : public std::enable_shared_from_this<Session> {
   // Sends Hello and waits for Welcome. A supervisor Error becomes a Status
   // with its message (kUnauthenticated, kUnavailable for BUSY, ...).
   boost::asio::awaitable<absl::StatusOr<wire::Welcome>> Handshake(wire::Hello hello);
+  // For tunnels that deliver the Hello out of band (the exchange tunnel puts
+  // it in a private file, since it carries the secret): the Hello frame
+  // exactly as Handshake() would send it, not sent; AwaitWelcome() then
+  // waits for its reply.
+  std::string PrepareHello(wire::Hello hello);
+  boost::asio::awaitable<absl::StatusOr<wire::Welcome>> AwaitWelcome();
   // The next envelope from the supervisor; kUnavailable once the channel
   // ended or failed, kDataLoss / kInvalidArgument for a corrupt stream.
   boost::asio::awaitable<absl::StatusOr<wire::Envelope>> Receive();
@@ -62,6 +68,7 @@ class Session : public std::enable_shared_from_this<Session> {
   absl::Status write_error_;
   std::uint64_t generation_ = 0;
   std::uint64_t next_request_id_ = 1;
+  std::uint64_t hello_id_ = 0;
   protocol::EnvelopeDecoder decoder_;
   std::unique_ptr<char[]> buf_;
   std::size_t buf_size_ = kSessionInitialReadBytes;

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <optional>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "protocol/armor.h"
 #include "protocol/frame.h"
 #include "supervisor/state_dir.h"
@@ -193,7 +195,35 @@ struct Relay {
 
 }  // namespace
 
-int StartRelay(int daemon_sock, const std::string& state_dir, const std::string& id) {
+absl::StatusOr<std::string> TakeInitFile(const std::string& at_path) {
+  if (at_path.size() < 2 || at_path[0] != '@' || at_path[1] != '/') {
+    return absl::InvalidArgumentError("expected @ABSOLUTE_PATH of the host's private frames");
+  }
+  const std::string path = at_path.substr(1);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0 ||
+      st.st_size < 0 || static_cast<std::uint64_t>(st.st_size) > kMaxInitFileBytes) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a private (0600) file of ours of at most ",
+                                                   kMaxInitFileBytes, " bytes"));
+  }
+  std::string data(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t got = 0;
+  while (got < data.size()) {
+    const ssize_t n = ::read(fd, data.data() + got, data.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  ::unlink(path.c_str());  // read once: nothing secret stays on disk
+  if (got != data.size()) return absl::InvalidArgumentError(absl::StrCat(path, " changed while it was read"));
+  return data;
+}
+
+int StartRelay(int daemon_sock, const std::string& state_dir, const std::string& id, std::string initial) {
   const std::string dir = RelayDir(state_dir, id);
   if (!ValidId(id)) {
     std::fprintf(stderr, "tether-supervisor relay: bad relay id\n");
@@ -230,19 +260,25 @@ int StartRelay(int daemon_sock, const std::string& state_dir, const std::string&
   Relay r;
   r.daemon = daemon_sock;
   r.listen = *listen;
+  r.in = std::move(initial);  // the host's Hello: before any polled byte
   const int rc = r.Run();
   RemovePrivateDir(dir);
   ::_exit(rc);
 }
 
-int RelayMain(const std::string& state_dir, const std::string& id) {
+int RelayMain(const std::string& state_dir, const std::string& id, const std::string& init) {
+  absl::StatusOr<std::string> initial = TakeInitFile(init);
+  if (!initial.ok()) {
+    std::fprintf(stderr, "tether-supervisor relay: %s\n", std::string(initial.status().message()).c_str());
+    return 2;
+  }
   absl::StatusOr<int> sock = ConnectInDir(state_dir);
   if (!sock.ok()) {
     std::fprintf(stderr, "tether-supervisor relay: %s\n", std::string(sock.status().message()).c_str());
     std::puts("tether-relay-gone");
     return 1;
   }
-  return StartRelay(*sock, state_dir, id);
+  return StartRelay(*sock, state_dir, id, *std::move(initial));
 }
 
 int ExchangeMain(const std::string& state_dir, const std::string& id, const std::string& in_offset,

@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/statusor.h"
+
 namespace tether::supervisor {
 
 inline constexpr std::size_t kMaxExchangeReplyBytes = 256 * 1024;
@@ -31,11 +33,22 @@ inline constexpr int kExchangeWaitMs = 100;  // a poll waits this long for outpu
 inline constexpr std::uint8_t kExchangeDaemonEnded = 1;  // the daemon closed the attachment
 inline constexpr std::uint8_t kExchangeNoRelay = 2;      // no relay with this id (start one)
 
-// `relay STATE_DIR RELAY_ID`: starts a relay attached to the daemon, prints
+// Secrets never travel in a command line (provider logs, /proc/PID/cmdline
+// of a long-lived relay or daemon): the host puts the frames that carry one
+// (the Launch, the Hello) in a private file and names it as @PATH. The file
+// must be a regular 0600 file of ours, never a link; it is read once and
+// removed at once.
+inline constexpr std::size_t kMaxInitFileBytes = 2 << 20;
+// Reads and removes such a file. kInvalidArgument / kNotFound with why.
+absl::StatusOr<std::string> TakeInitFile(const std::string& at_path);
+
+// `relay STATE_DIR RELAY_ID @INIT`: starts a relay attached to the daemon
+// that first sends the daemon the frames in INIT (the host's Hello), prints
 // "tether-relay-ok" and returns (the relay runs on, detached).
-int RelayMain(const std::string& state_dir, const std::string& id);
-// Starts the relay for an already connected daemon socket.
-int StartRelay(int daemon_sock, const std::string& state_dir, const std::string& id);
+int RelayMain(const std::string& state_dir, const std::string& id, const std::string& init);
+// Starts the relay for an already connected daemon socket; `initial` goes
+// to the daemon first and is not part of the host's polled byte stream.
+int StartRelay(int daemon_sock, const std::string& state_dir, const std::string& id, std::string initial);
 int ExchangeMain(const std::string& state_dir, const std::string& id, const std::string& in_offset,
                  const std::string& out_offset, const std::string& data_base85);
 

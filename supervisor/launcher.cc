@@ -168,17 +168,23 @@ absl::Status ValidateLaunch(const wire::Launch& l) {
 
 namespace {
 std::string g_exchange_relay;  // exchange mode: the relay that replaces the bridge
-std::string g_exchange_launch;  // exchange mode: the Launch frame, base85
+std::string g_exchange_init;   // exchange mode: @PATH of the host's private frames
 
-absl::StatusOr<wire::Launch> LaunchFromArgv() {
-  std::string frame;
-  if (!protocol::Base85Decode(g_exchange_launch, &frame)) return absl::InvalidArgumentError("launch: bad base85");
-  absl::StatusOr<std::string> payload = protocol::DecodeWholeFrame(frame);
-  if (!payload.ok()) return payload.status();
-  absl::StatusOr<wire::Envelope> env = protocol::ParseEnvelope(*payload);
-  if (!env.ok()) return env.status();
-  if (env->body_case() != wire::Envelope::kLaunch) return absl::InvalidArgumentError("launch: not a launch frame");
-  return std::move(*env->mutable_launch());
+// Exchange mode: the Launch frame from the host's private file (never argv);
+// the frames after it (the host's Hello) are returned in *rest for the relay.
+absl::StatusOr<wire::Launch> LaunchFromFile(std::string* rest) {
+  absl::StatusOr<std::string> data = TakeInitFile(g_exchange_init);
+  if (!data.ok()) return data.status();
+  protocol::EnvelopeDecoder decoder;
+  std::string_view in = *data;
+  wire::Envelope env;
+  absl::StatusOr<bool> got = decoder.Next(&in, &env);
+  if (!got.ok()) return got.status();
+  if (!*got || env.body_case() != wire::Envelope::kLaunch) {
+    return absl::InvalidArgumentError("launch: the host's file does not start with a launch frame");
+  }
+  rest->assign(in);
+  return std::move(*env.mutable_launch());
 }
 
 bool g_direct = false;  // launch --direct: no bridge, the host connects itself
@@ -189,14 +195,14 @@ int Attach(int sock, const std::string& dir, std::string rest, bool text) {
     ::close(sock);  // the daemon is there and listening
     return 0;
   }
-  if (!g_exchange_relay.empty()) return StartRelay(sock, dir, g_exchange_relay);
+  if (!g_exchange_relay.empty()) return StartRelay(sock, dir, g_exchange_relay, std::move(rest));
   return RunBridge(sock, std::move(rest), text);
 }
 }  // namespace
 
-int LaunchExchangeMain(const std::string& relay_id, const std::string& launch_base85) {
+int LaunchExchangeMain(const std::string& relay_id, const std::string& init) {
   g_exchange_relay = relay_id;
-  g_exchange_launch = launch_base85;
+  g_exchange_init = init;
   return LaunchMain(true);
 }
 
@@ -208,7 +214,7 @@ int LaunchDirectMain() {
 int LaunchMain(bool text) {
   g_text = text;
   std::string rest;
-  absl::StatusOr<wire::Launch> launch = g_exchange_relay.empty() ? ReadLaunch(&rest) : LaunchFromArgv();
+  absl::StatusOr<wire::Launch> launch = g_exchange_relay.empty() ? ReadLaunch(&rest) : LaunchFromFile(&rest);
   if (!launch.ok() && text && absl::IsDataLoss(launch.status())) {
     // A damaged channel gets no reply it could damage again: the host sees
     // the channel end (UNAVAILABLE, so OUTCOME_UNKNOWN and a cancellation

@@ -37,9 +37,10 @@ int LaunchMain(bool text);
 // already did, for a repeated launch id) it exits 0 with nothing written, and
 // the host connects to the socket itself. Errors are reported as for launch.
 int LaunchDirectMain();
-// Exchange mode: the Launch frame comes base85-encoded in argv, errors go
-// out armored, and a relay (exchange.h) with `relay_id` takes the place of
-// the bridge.
-int LaunchExchangeMain(const std::string& relay_id, const std::string& launch_base85);
+// Exchange mode: the Launch frame (and the host's Hello after it) comes in
+// the host's private file @PATH (read once and removed: never argv), errors
+// go out armored, and a relay (exchange.h) with `relay_id` takes the place
+// of the bridge, sending the Hello first.
+int LaunchExchangeMain(const std::string& relay_id, const std::string& init);
 
 }  // namespace tether::supervisor

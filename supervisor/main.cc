@@ -16,7 +16,9 @@ int main(int argc, char** argv) {
   if (argc == 5 && std::strcmp(argv[1], "launch") == 0 && std::strcmp(argv[2], "--exchange") == 0) {
     return tether::supervisor::LaunchExchangeMain(argv[3], argv[4]);
   }
-  if (argc == 4 && std::strcmp(argv[1], "relay") == 0) return tether::supervisor::RelayMain(argv[2], argv[3]);
+  if (argc == 5 && std::strcmp(argv[1], "relay") == 0) {
+    return tether::supervisor::RelayMain(argv[2], argv[3], argv[4]);
+  }
   if ((argc == 6 || argc == 7) && std::strcmp(argv[1], "exchange") == 0) {
     return tether::supervisor::ExchangeMain(argv[2], argv[3], argv[4], argv[5], argc == 7 ? argv[6] : "");
   }
@@ -34,8 +36,8 @@ int main(int argc, char** argv) {
   std::fprintf(stderr,
                "usage: tether-supervisor launch [--text|--direct]  (reads a Launch frame on stdin)\n"
                "       tether-supervisor bridge [--text] STATE_DIR\n"
-               "       tether-supervisor launch --exchange RELAY_ID BASE85_LAUNCH_FRAME\n"
-               "       tether-supervisor relay STATE_DIR RELAY_ID\n"
+               "       tether-supervisor launch --exchange RELAY_ID @LAUNCH_FILE\n"
+               "       tether-supervisor relay STATE_DIR RELAY_ID @HELLO_FILE\n"
                "       tether-supervisor exchange STATE_DIR RELAY_ID IN_OFFSET OUT_OFFSET [BASE85]\n"
                "       tether-supervisor --version\n");
   return 2;

@@ -17,8 +17,11 @@
 #include <sstream>
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "protocol/armor.h"
 #include "host/errors.h"
 #include "host/process.h"
 #include "host/supervisor_binary.h"
@@ -249,6 +252,75 @@ TEST_CASE("the command provider refuses a bad configuration") {
   o.arch = "mips";
   CHECK(ErrorCodeOf(MakeCommandTransport(io.get_executor(), o).status()) == ErrorCode::kInvalidArgument);
   CHECK(ShellQuote("a'b") == "'a'\\''b'");
+}
+
+}  // namespace
+}  // namespace tether
+
+namespace tether {
+namespace {
+
+// Every base85 word of a command line, decoded (polls carry host bytes so).
+std::string DecodedWords(const std::string& log) {
+  std::string out;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    for (absl::string_view word : absl::StrSplit(line, ' ')) {
+      std::string w(word);
+      if (!w.empty() && w.front() == '\'') w = w.substr(1, w.size() > 1 ? w.size() - 2 : 0);
+      std::string bytes;
+      if (w.size() >= 20 && protocol::Base85Decode(w, &bytes)) out += bytes;
+    }
+  }
+  return out;
+}
+
+TEST_CASE("through text and exchange tunnels no command line carries the secret or the environment") {
+  for (TunnelMode mode : {TunnelMode::kText, TunnelMode::kExchange}) {
+    Scratch s;
+    asio::io_context io;
+    CommandOptions o;
+    o.prefix = s.Prefix();
+    o.tunnel = mode;
+    auto t = MakeCommandTransport(io.get_executor(), o);
+    REQUIRE(t.ok());
+    std::string secret;
+    StartOptions so;
+    so.argv = {"sh", "-c", "printf %s \"$TETHER_TEST_VALUE\""};
+    so.env = {{"TETHER_TEST_VALUE", "env-value-that-is-private-7f3a"}};
+    so.output_mode = OutputMode::kStream;
+    so.output_format = OutputFormat::kBytes;
+    asio::co_spawn(io, [&]() -> awaitable<void> {
+      auto p = co_await Process::Start(**t, so);
+      REQUIRE(p.ok());
+      absl::StatusOr<std::string> ref = (*p)->Reference();
+      REQUIRE(ref.ok());
+      const std::size_t k = ref->find("\"secret\":\"") + 10;
+      secret = absl::HexStringToBytes(ref->substr(k, ref->find('"', k) - k));
+      std::string out;
+      while (true) {
+        auto c = co_await (*p)->Read();
+        REQUIRE(c.ok());
+        if (!*c) break;
+        out += (*c)->bytes;
+      }
+      CHECK(out == "env-value-that-is-private-7f3a");
+      CHECK((co_await (*p)->Wait()).ok());
+    }, [](std::exception_ptr e) { if (e) std::rethrow_exception(e); });
+    io.run();
+    REQUIRE(secret.size() >= 16);
+    const std::string log = s.Log();
+    const std::string decoded = DecodedWords(log);
+    CHECK(log.find("env-value-that-is-private-7f3a") == std::string::npos);
+    CHECK(decoded.find("env-value-that-is-private-7f3a") == std::string::npos);
+    CHECK(decoded.find(secret) == std::string::npos);
+    CHECK(log.find(absl::BytesToHexString(secret)) == std::string::npos);
+    CHECK(log.find(absl::Base64Escape(secret)) == std::string::npos);
+    // No private file of frames is left behind.
+    std::error_code ec;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(s.dir, ec)) {
+      CHECK_MESSAGE(e.path().string().find(".init") == std::string::npos, e.path().string());
+    }
+  }
 }
 
 }  // namespace

@@ -740,5 +740,103 @@ TEST_CASE("a terminate whose acknowledgement is lost is OUTCOME_UNKNOWN, saved a
   });
 }
 
+TEST_CASE("a control handle sees the exit without taking it; a later reopen gets the output and the exit") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto p = co_await Start(t, V("sh", "-c", "printf out; printf err >&2; exit 3"));
+    REQUIRE(p.ok());
+    // The child exits at once: its exit reaches this handle before the
+    // disconnect, and must not be acknowledged by it (nothing was read).
+    asio::steady_timer pause(co_await asio::this_coro::executor, std::chrono::milliseconds(200));
+    co_await pause.async_wait(asio::use_awaitable);
+    absl::StatusOr<std::string> ref = (*p)->Reference();
+    REQUIRE(ref.ok());
+    CHECK((co_await (*p)->Disconnect()).ok());
+    p->reset();
+    ReopenOptions control;
+    control.control = true;
+    for (int i = 0; i < 3; ++i) {
+      auto c = co_await Process::Reopen(t, *ref, control);
+      REQUIRE(c.ok());
+      auto st = co_await (*c)->Status();
+      REQUIRE(st.ok());
+      CHECK(st->state == ProcessStatus::State::kExited);
+      REQUIRE(st->exit.has_value());
+      CHECK(st->exit->code == 3);
+      CHECK(absl::IsUnimplemented((co_await (*c)->Read()).status()));
+      CHECK(absl::IsFailedPrecondition((co_await (*c)->Wait()).status()));
+      CHECK((co_await (*c)->Terminate(100)).ok());  // moot, and harmless
+      CHECK((co_await (*c)->Disconnect()).ok());
+    }
+    auto q = co_await Process::Reopen(t, *ref);
+    REQUIRE(q.ok());
+    Output rest = co_await ReadAll(**q);
+    CHECK(rest.status.ok());
+    CHECK(rest.out == "out");
+    CHECK(rest.err == "err");
+    auto e = co_await (*q)->Wait();
+    REQUIRE(e.ok());
+    CHECK(e->code == 3);
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);
+}
+
+TEST_CASE("a control handle works while another handle holds the process (no BUSY)") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto p = co_await Start(t, V("sleep", "100"));
+    REQUIRE(p.ok());
+    absl::StatusOr<std::string> ref = (*p)->Reference();
+    REQUIRE(ref.ok());
+    // A second full attachment is BUSY; a control one is not.
+    auto busy = co_await Process::Reopen(t, *ref);
+    CHECK(ErrorCodeOf(busy.status()) == ErrorCode::kBusy);
+    ReopenOptions control;
+    control.control = true;
+    auto c = co_await Process::Reopen(t, *ref, control);
+    REQUIRE(c.ok());
+    auto st = co_await (*c)->Status();
+    REQUIRE(st.ok());
+    CHECK(st->state == ProcessStatus::State::kRunning);
+    CHECK((co_await (*c)->Terminate(500)).ok());
+    CHECK((co_await (*c)->Disconnect()).ok());
+    // The holder sees the exit the control handle caused, and takes it.
+    auto e = co_await (*p)->Wait();
+    REQUIRE(e.ok());
+    CHECK(e->signal == SIGTERM);
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);
+}
+
+TEST_CASE("a reference edited to name another program or directory runs nothing") {
+  Sandbox sb;
+  sb.Run([&sb](Transport& t) -> awaitable<void> {
+    auto p = co_await Start(t, V("sleep", "100"));
+    REQUIRE(p.ok());
+    absl::StatusOr<std::string> ref = (*p)->Reference();
+    REQUIRE(ref.ok());
+    const auto edit = [&](const std::string& key, const std::string& value) {
+      std::string r = *ref;
+      const std::size_t k = r.find("\"" + key + "\":\"");
+      const std::size_t from = k + key.size() + 4;
+      const std::size_t to = r.find('"', from);
+      return r.substr(0, from) + value + r.substr(to);
+    };
+    std::vector<std::string> edited;
+    edited.push_back(edit("supervisor", "/bin/rm"));
+    edited.push_back(edit("state_dir", sb.root()));
+    edited.push_back(edit("state_dir", "/tmp"));
+    edited.push_back(edit("supervisor", sb.root() + "/bin/../run/x"));
+    edited.push_back(edit("state_dir", sb.root() + "/run/.."));
+    for (const std::string& bad : edited) {
+      auto q = co_await Process::Reopen(t, bad);
+      CHECK(absl::IsInvalidArgument(q.status()));
+    }
+    CHECK((co_await (*p)->Terminate(100)).ok());
+    CHECK((co_await (*p)->Wait()).ok());
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);
+}
+
 }  // namespace
 }  // namespace tether

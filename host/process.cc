@@ -149,7 +149,7 @@ asio::awaitable<absl::StatusOr<T>> WithDeadline(asio::awaitable<absl::StatusOr<T
   asio::steady_timer timer(co_await asio::this_coro::executor, deadline);
   auto raced = co_await (std::move(op) || timer.async_wait(asio::as_tuple(asio::use_awaitable)));
   if (raced.index() == 0) co_return std::get<0>(std::move(raced));
-  co_return absl::DeadlineExceededError(absl::StrCat(std::string(what), " did not finish within the time limit"));
+  co_return absl::UnavailableError(absl::StrCat(std::string(what), " did not finish within the time limit"));
 }
 
 // Checks that a reference names this sandbox's own private paths: the state
@@ -280,6 +280,7 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   absl::Status input_error;
 
   std::optional<ExitStatus> exit;
+  wire::Ticket ticket;  // the newest reference ticket (Welcome, Pong)
   bool exit_acked = false;
   bool ack_exit_on_arrival = false;  // the handle was dropped with everything read
   bool control = false;  // a control handle (ReopenOptions::control)
@@ -514,6 +515,7 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
         }
         return absl::OkStatus();
       case wire::Envelope::kPong:
+        if (env.pong().ticket().expires_at() > ticket.expires_at()) ticket = env.pong().ticket();
         return absl::OkStatus();
       case wire::Envelope::kWelcome:
         return absl::OkStatus();  // this attachment's welcome again: a text channel's replay
@@ -526,6 +528,7 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   // Common to Start and Reopen once the Welcome is in.
   absl::Status Begin(const wire::Welcome& welcome) {
     pid = welcome.state().pid();
+    if (welcome.has_ticket()) ticket = welcome.ticket();
     stdin_window = welcome.stdin_window_bytes();
     if (stdin_pipe && stdin_window < kMaxWriteBytes) {
       return absl::DataLossError(absl::StrCat("supervisor offers a stdin window of ", stdin_window,
@@ -604,10 +607,12 @@ asio::awaitable<bool> Process::State::Reconnect() {
     }
     hello.set_stderr_offset(acked[1]);
     hello.set_window_bytes(window);
+    *hello.mutable_ticket() = ticket;
     absl::StatusOr<wire::Welcome> welcome =
         co_await Attach(*transport, *this, std::move(command), std::string(), std::move(hello));
     if (welcome.ok()) {
       ++reconnects;
+      if (welcome->has_ticket()) ticket = welcome->ticket();
       ResendAfterReconnect(*welcome);
       cond.NotifyAll();
       co_return true;
@@ -1012,6 +1017,9 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
   hello.set_stderr_offset(ref->stderr_offset);
   hello.set_window_bytes(state->window);
   hello.set_control(options.control);
+  hello.mutable_ticket()->set_expires_at(static_cast<std::uint64_t>(ref->expires_at));
+  hello.mutable_ticket()->set_mac(ref->ticket_mac);
+  state->ticket = hello.ticket();
   absl::StatusOr<wire::Welcome> welcome = co_await WithDeadline(
       Attach(transport, *state, std::move(command), std::string(), std::move(hello)), deadline,
       "attaching to the process");
@@ -1025,7 +1033,10 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
       co_return absl::NotFoundError(absl::StrCat("the process is gone (it exited and was cleaned up, or its sandbox was reset): ",
                                                  std::string(welcome.status().message())));
     }
-    if (ErrorCodeOf(welcome.status()) == ErrorCode::kBusy) co_return welcome.status();
+    if (ErrorCodeOf(welcome.status()) == ErrorCode::kBusy || absl::IsDeadlineExceeded(welcome.status()) ||
+        absl::IsUnauthenticated(welcome.status())) {
+      co_return welcome.status();  // BUSY, EXPIRED, a wrong secret: the supervisor's own answer
+    }
     // Refused or unreachable: the process may well be alive. Never "gone".
     co_return absl::Status(welcome.status().code(),
                            absl::StrCat("could not reach the process's supervisor: ",
@@ -1363,9 +1374,12 @@ absl::StatusOr<std::string> Process::Reference() const {
   // Bytes consumed but held back undecoded (text) are not delivered yet.
   r.stdout_offset = s.consumed[0] - s.carry[0].size();
   r.stderr_offset = s.consumed[1] - s.carry[1].size();
-  r.expires_at = std::chrono::duration_cast<std::chrono::seconds>(
-                     std::chrono::system_clock::now().time_since_epoch()).count() +
-                 kReferenceLifetimeSeconds;
+  // The supervisor's ticket decides how long the reference lives.
+  if (s.ticket.expires_at() == 0 || s.ticket.mac().size() != 32) {
+    return absl::FailedPreconditionError("the supervisor issued no reference ticket");
+  }
+  r.expires_at = static_cast<std::int64_t>(s.ticket.expires_at());
+  r.ticket_mac = s.ticket.mac();
   return EncodeReference(r);
 }
 

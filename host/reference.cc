@@ -58,6 +58,7 @@ std::string EncodeReference(const ProcessReference& r) {
   o["stdout_offset"] = r.stdout_offset;
   o["stderr_offset"] = r.stderr_offset;
   o["expires_at"] = r.expires_at;
+  o["ticket"] = absl::BytesToHexString(r.ticket_mac);
   return json::serialize(o);
 }
 
@@ -73,12 +74,13 @@ absl::StatusOr<ProcessReference> ParseReference(std::string_view text, std::int6
   if (!version.ok()) return version.status();
   if (*version != kReferenceVersion) return Bad(absl::StrCat("unsupported version ", *version));
   ProcessReference r;
-  std::string secret_hex;
+  std::string secret_hex, ticket_hex;
   for (auto [key, field] : {std::pair<const char*, std::string*>{"provider", &r.provider},
                             {"sandbox", &r.sandbox},
                             {"supervisor", &r.supervisor},
                             {"state_dir", &r.state_dir},
-                            {"secret", &secret_hex}}) {
+                            {"secret", &secret_hex},
+                            {"ticket", &ticket_hex}}) {
     absl::StatusOr<std::string> s = GetString(o, key);
     if (!s.ok()) return s.status();
     *field = *std::move(s);
@@ -88,6 +90,10 @@ absl::StatusOr<ProcessReference> ParseReference(std::string_view text, std::int6
     return Bad("'secret' must be 16..64 bytes of lowercase hex");
   }
   r.secret = absl::HexStringToBytes(secret_hex);
+  if (ticket_hex.size() != 64 || ticket_hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return Bad("'ticket' must be 32 bytes of lowercase hex");
+  }
+  r.ticket_mac = absl::HexStringToBytes(ticket_hex);
   if (r.state_dir.empty() || r.state_dir[0] != '/' || r.supervisor.empty() || r.supervisor[0] != '/') {
     return Bad("'state_dir' and 'supervisor' must be absolute paths");
   }
@@ -137,7 +143,9 @@ absl::StatusOr<ProcessReference> ParseReference(std::string_view text, std::int6
   if (r.expires_at <= now) {
     return absl::DeadlineExceededError("process reference expired (EXPIRED); references last at most 24 h");
   }
-  if (r.expires_at > now + kReferenceLifetimeSeconds + 60) {
+  // The sandbox's clock set it and its supervisor enforces it (a changed
+  // value fails the ticket); here only what no clock skew explains.
+  if (r.expires_at > now + 2 * kReferenceLifetimeSeconds) {
     return Bad("'expires_at' is further away than a reference can live");
   }
   return r;

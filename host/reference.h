@@ -32,13 +32,17 @@ struct ProcessReference {
   std::int64_t output_left = -1;      // finite mode: bytes left under the cap; -1: stream
   std::uint64_t stdout_offset = 0;  // output the holder already consumed
   std::uint64_t stderr_offset = 0;
-  std::int64_t expires_at = 0;      // unix seconds
+  std::int64_t expires_at = 0;      // unix seconds (the sandbox's clock)
+  // The supervisor's MAC over the launch and expires_at (wire::Ticket): the
+  // supervisor refuses a reference whose expiry was changed.
+  std::string ticket_mac;  // raw bytes
 };
 
 std::string EncodeReference(const ProcessReference& ref);
 
 // Parses and checks a reference: every field present and well-formed, not
-// expired at `now` (unix seconds), not valid for longer than the lifetime.
+// expired at `now` (unix seconds). Expiry is enforced by the supervisor
+// (the ticket), so a reference cannot be made to live longer by editing it.
 // kInvalidArgument for a malformed one, kDeadlineExceeded (EXPIRED) for an
 // old one.
 absl::StatusOr<ProcessReference> ParseReference(std::string_view json, std::int64_t now);

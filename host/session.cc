@@ -28,6 +28,7 @@ absl::Status StatusFromWireError(const wire::Error& e) {
     case wire::ERROR_CANCELLED: return absl::CancelledError(msg);
     case wire::ERROR_UNSUPPORTED: return absl::UnimplementedError(msg);
     case wire::ERROR_PROTOCOL: return absl::DataLossError(msg);
+    case wire::ERROR_EXPIRED: return absl::DeadlineExceededError(msg);
     default: return absl::InternalError(msg);
   }
 }

@@ -77,6 +77,38 @@ std::array<std::uint8_t, 32> Sha256::Finish() {
   return out;
 }
 
+std::array<std::uint8_t, 32> HmacSha256(std::string_view key, std::string_view message) {
+  std::uint8_t k[64] = {};
+  if (key.size() > sizeof k) {
+    Sha256 h;
+    h.Update(key);
+    const std::array<std::uint8_t, 32> d = h.Finish();
+    std::copy(d.begin(), d.end(), k);
+  } else {
+    std::copy(key.begin(), key.end(), k);
+  }
+  std::uint8_t ipad[64], opad[64];
+  for (int i = 0; i < 64; ++i) {
+    ipad[i] = k[i] ^ 0x36;
+    opad[i] = k[i] ^ 0x5c;
+  }
+  Sha256 inner;
+  inner.Update(std::string_view(reinterpret_cast<const char*>(ipad), 64));
+  inner.Update(message);
+  const std::array<std::uint8_t, 32> id = inner.Finish();
+  Sha256 outer;
+  outer.Update(std::string_view(reinterpret_cast<const char*>(opad), 64));
+  outer.Update(std::string_view(reinterpret_cast<const char*>(id.data()), id.size()));
+  return outer.Finish();
+}
+
+bool ConstantTimeEqual(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
 std::string Sha256Hex(std::string_view bytes) {
   Sha256 s;
   s.Update(bytes);

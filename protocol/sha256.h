@@ -26,4 +26,10 @@ class Sha256 {
 // Lowercase hex digest of `bytes`.
 std::string Sha256Hex(std::string_view bytes);
 
+// HMAC-SHA256 (RFC 2104) of `message` under `key`.
+std::array<std::uint8_t, 32> HmacSha256(std::string_view key, std::string_view message);
+
+// Compares two byte strings in time independent of where they differ.
+bool ConstantTimeEqual(std::string_view a, std::string_view b);
+
 }  // namespace tether::protocol

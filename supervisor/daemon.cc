@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -25,6 +26,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "protocol/envelope.h"
+#include "protocol/sha256.h"
 #include "protocol/status_macros.h"
 #include "supervisor/async.h"
 #include "supervisor/child.h"
@@ -50,6 +52,7 @@ constexpr int kNumStreams = 2;                      // stdout, stderr
 constexpr int kZstdSkipFrames = 64;               // after a frame zstd could not shrink
 constexpr std::size_t kMaxConnections = 8;          // open at once, authenticated or not
 constexpr unsigned kAbandonGraceMs = 2000;          // SIGTERM -> SIGKILL for an abandoned run
+constexpr std::int64_t kTicketLifetimeSeconds = 24 * 3600;  // a reference lives at most this long
 
 // True when `pid` is stopped (SIGSTOP, Ctrl-Z) or stopped by a tracer: an
 // attachment whose peer is stopped is not lost, only paused.
@@ -252,6 +255,10 @@ class Daemon {
   // Called after an attachment authenticated; returns its generation or an
   // error when another attachment holds the process.
   absl::StatusOr<std::uint64_t> Attach(const std::shared_ptr<Attachment>& a);
+  // Reference tickets (wire::Ticket): issued with every Welcome and Pong,
+  // checked on every attachment after the first.
+  wire::Ticket IssueTicket() const;
+  absl::Status CheckTicket(const wire::Ticket& t) const;
   // `lost`: the connection broke (no detach, lease not over): output keeps
   // its backpressure for a lease, so a host that reconnects loses nothing.
   void Detached(const Attachment* a, bool lost);
@@ -331,6 +338,7 @@ class Daemon {
   bool terminating_ = false;
   bool cancelled_ = false;  // a cancellation marker was found before the child started
   bool shut_down_ = false;
+  std::string ticket_key_;  // in memory only: references cannot outlive its word
   friend class Attachment;
 };
 
@@ -402,7 +410,8 @@ awaitable<void> Attachment::Reader() {
       if (st.ok()) st = Handle(env);
       if (!st.ok()) {
         // Hostile or corrupt input: say why, flush, and drop the attachment.
-        const auto code = st.code() == absl::StatusCode::kUnauthenticated ? wire::ERROR_UNAUTHENTICATED
+        const auto code = st.code() == absl::StatusCode::kUnauthenticated     ? wire::ERROR_UNAUTHENTICATED
+                          : st.code() == absl::StatusCode::kDeadlineExceeded ? wire::ERROR_EXPIRED
                           : st.code() == absl::StatusCode::kUnavailable    ? wire::ERROR_BUSY
                           : st.code() == absl::StatusCode::kResourceExhausted
                               ? wire::ERROR_RESOURCE_EXHAUSTED
@@ -428,6 +437,9 @@ absl::Status Attachment::HandleHello(const wire::Envelope& env) {
                                                    "..", h.max_version(), ", supervisor speaks ",
                                                    kProtocolVersion));
   }
+  // The first attachment is the launching host's own; every later one comes
+  // from a reference (or a handle that reattaches) and shows its ticket.
+  if (daemon_.generation() > 0) RETURN_IF_ERROR(daemon_.CheckTicket(h.ticket()));
   if (h.control()) {
     // Requests only: no generation of its own, no output, no exit record.
     authenticated_ = true;
@@ -441,6 +453,7 @@ absl::Status Attachment::HandleHello(const wire::Envelope& env) {
     w->set_generation(generation_);
     *w->mutable_state() = daemon_.State();
     w->set_max_frame_bytes(protocol::kMaxFrameBytes);
+    *w->mutable_ticket() = daemon_.IssueTicket();
     Queue(reply);
     return absl::OkStatus();
   }
@@ -467,6 +480,7 @@ absl::Status Attachment::HandleHello(const wire::Envelope& env) {
   *w->mutable_state() = daemon_.State();
   w->set_stdin_window_bytes(kStdinWindowBytes);
   w->set_max_frame_bytes(protocol::kMaxFrameBytes);
+  *w->mutable_ticket() = daemon_.IssueTicket();
   Queue(reply);
 
   for (int i = 0; i < kNumStreams; ++i) {
@@ -584,6 +598,7 @@ absl::Status Attachment::Handle(const wire::Envelope& env) {
       wire::Envelope reply;
       reply.set_request_id(env.request_id());
       reply.mutable_pong()->set_nonce(env.ping().nonce());
+      *reply.mutable_pong()->mutable_ticket() = daemon_.IssueTicket();
       Queue(reply);
       return absl::OkStatus();
     }
@@ -706,6 +721,46 @@ Daemon::Daemon(DaemonConfig config)
   std::size_t cap = config_.launch.ring_bytes() ? config_.launch.ring_bytes() : kDefaultRingBytes;
   cap = std::clamp(cap, kMinRingBytes, kMaxRingBytes);
   for (auto& s : streams_) s = std::make_unique<Stream>(io_, cap);
+  ticket_key_.resize(32);
+  std::size_t got = 0;
+  while (got < ticket_key_.size()) {
+    const ssize_t n = ::getrandom(ticket_key_.data() + got, ticket_key_.size() - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) std::abort();  // no randomness: no key can be made
+    got += static_cast<std::size_t>(n);
+  }
+}
+
+namespace {
+std::string TicketMac(const std::string& key, const std::string& launch_id, std::uint64_t expires_at) {
+  std::string msg = "tether-ticket-v1";
+  msg += launch_id;
+  for (int i = 7; i >= 0; --i) msg.push_back(static_cast<char>(expires_at >> (8 * i)));
+  const std::array<std::uint8_t, 32> mac = protocol::HmacSha256(key, msg);
+  return std::string(reinterpret_cast<const char*>(mac.data()), mac.size());
+}
+}  // namespace
+
+wire::Ticket Daemon::IssueTicket() const {
+  wire::Ticket t;
+  const auto expires = static_cast<std::uint64_t>(::time(nullptr) + kTicketLifetimeSeconds);
+  t.set_expires_at(expires);
+  t.set_mac(TicketMac(ticket_key_, config_.launch.launch_id(), expires));
+  return t;
+}
+
+absl::Status Daemon::CheckTicket(const wire::Ticket& t) const {
+  if (t.expires_at() == 0 || t.mac().empty()) {
+    return absl::DeadlineExceededError("hello: no reference ticket (EXPIRED): reopen with a reference from this process");
+  }
+  if (!protocol::ConstantTimeEqual(t.mac(), TicketMac(ticket_key_, config_.launch.launch_id(), t.expires_at()))) {
+    return absl::DeadlineExceededError(
+        "hello: the reference's ticket was not issued by this supervisor or its expiry was altered (EXPIRED)");
+  }
+  if (static_cast<std::int64_t>(t.expires_at()) <= static_cast<std::int64_t>(::time(nullptr))) {
+    return absl::DeadlineExceededError("hello: the reference has expired (EXPIRED)");
+  }
+  return absl::OkStatus();
 }
 
 wire::ProcessState Daemon::State() const {

@@ -393,6 +393,12 @@ int RunLoop(const ProviderArgs& provider,
   CliSignals signals(io.get_executor());
   const sigset_t job_signals = JobSignals();
   ::sigprocmask(SIG_UNBLOCK, &job_signals, nullptr);
+  // And to the end: before the handlers go (Asio then restores the default
+  // action) the signals are blocked again, and stay pending until we exit.
+  struct Reblock {
+    sigset_t set;
+    ~Reblock() { ::sigprocmask(SIG_BLOCK, &set, nullptr); }
+  } reblock{job_signals};
   // The transport outlives the loop: handles finish in the background
   // (exit acknowledgements), and some channels poll through it.
   absl::StatusOr<std::unique_ptr<Transport>> transport = MakeTransport(io.get_executor(), provider);

@@ -438,10 +438,24 @@ TEST_CASE("bad references are refused before anything is touched") {
     std::string other = *ref;
     other.replace(other.find(sb.root()), sb.root().size(), "/somewhere/else");
     CHECK(absl::IsInvalidArgument((co_await Process::Reopen(t, other)).status()));
-    std::string expired = *ref;
-    const std::size_t at = expired.find("\"expires_at\":") + 13;
-    expired.replace(at, expired.find('}', at) - at, "1000");
-    CHECK(ErrorCodeOf((co_await Process::Reopen(t, expired)).status()) == ErrorCode::kExpired);
+    const auto with_expiry = [&](const std::string& value) {
+      std::string r = *ref;
+      const std::size_t at = r.find("\"expires_at\":") + 13;
+      r.replace(at, r.find_first_of(",}", at) - at, value);
+      return r;
+    };
+    CHECK(ErrorCodeOf((co_await Process::Reopen(t, with_expiry("1000"))).status()) == ErrorCode::kExpired);
+    // Extending a reference's life: its ticket no longer matches, and the
+    // supervisor refuses it (the holder cannot extend it).
+    const std::size_t at = ref->find("\"expires_at\":") + 13;
+    const std::int64_t expires = std::stoll(ref->substr(at, ref->find_first_of(",}", at) - at));
+    auto extended = co_await Process::Reopen(t, with_expiry(std::to_string(expires + 3600)));
+    CHECK(ErrorCodeOf(extended.status()) == ErrorCode::kExpired);
+    CHECK(extended.status().message().find("altered") != std::string::npos);
+    std::string forged = *ref;
+    const std::size_t tk = forged.find("\"ticket\":\"") + 10;
+    forged[tk] = forged[tk] == '0' ? '1' : '0';
+    CHECK(ErrorCodeOf((co_await Process::Reopen(t, forged)).status()) == ErrorCode::kExpired);
     CHECK((co_await (*p)->CloseStdin()).ok());
     co_await ReadAll(**p);
   });

@@ -31,3 +31,35 @@ TEST_CASE("sha256 of data fed in any pieces equals the one-shot digest") {
 
 }  // namespace
 }  // namespace tether::protocol
+
+namespace tether::protocol {
+namespace {
+
+std::string Hex(const std::array<std::uint8_t, 32>& d) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (std::uint8_t b : d) {
+    out.push_back(kHex[b >> 4]);
+    out.push_back(kHex[b & 15]);
+  }
+  return out;
+}
+
+TEST_CASE("HMAC-SHA256 matches RFC 4231 (short key, 'Jefe', key longer than a block)") {
+  CHECK(Hex(HmacSha256(std::string(20, '\x0b'), "Hi There")) ==
+        "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  CHECK(Hex(HmacSha256("Jefe", "what do ya want for nothing?")) ==
+        "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  CHECK(Hex(HmacSha256(std::string(131, '\xaa'), "Test Using Larger Than Block-Size Key - Hash Key First")) ==
+        "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+}
+
+TEST_CASE("ConstantTimeEqual compares bytes and lengths") {
+  CHECK(ConstantTimeEqual("", ""));
+  CHECK(ConstantTimeEqual(std::string("a\0b", 3), std::string("a\0b", 3)));
+  CHECK_FALSE(ConstantTimeEqual("abc", "abd"));
+  CHECK_FALSE(ConstantTimeEqual("abc", "ab"));
+}
+
+}  // namespace
+}  // namespace tether::protocol

@@ -29,6 +29,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -201,6 +202,12 @@ struct Transcript {
 
 // One `tether-supervisor ARGS...` process with its stdin and stdout (and
 // stderr, kept for messages) on pipes. Every read has a deadline.
+// The newest reference ticket per secret, from the Welcomes seen so far.
+std::map<std::string, wire::Ticket>& Tickets() {
+  static std::map<std::string, wire::Ticket> tickets;
+  return tickets;
+}
+
 class Peer {
  public:
   explicit Peer(const std::vector<std::string>& args) {
@@ -316,7 +323,12 @@ class Peer {
 
   // Sends Hello (versions filled in unless set) and returns the reply; a
   // Welcome sets this peer's generation.
+  // Unless the test set one, the Hello shows the newest reference ticket a
+  // Welcome gave for this secret (as a host reopening from a reference does).
   absl::StatusOr<wire::Envelope> Hello(const std::string& secret, wire::Hello hello = {}) {
+    if (!hello.has_ticket()) {
+      if (auto it = Tickets().find(secret); it != Tickets().end()) *hello.mutable_ticket() = it->second;
+    }
     hello.set_secret(secret);
     if (hello.max_version() == 0) {
       hello.set_min_version(kProtocolVersion);
@@ -327,6 +339,7 @@ class Peer {
     const std::uint64_t id = Send(env);
     absl::StatusOr<wire::Envelope> reply = Receive();
     if (reply.ok() && reply->has_welcome()) {
+      if (reply->welcome().has_ticket()) Tickets()[secret] = reply->welcome().ticket();
       generation = reply->welcome().generation();
       CHECK(reply->generation() == generation);
       CHECK(reply->request_id() == id);
@@ -1572,6 +1585,62 @@ TEST_CASE("a cancelled launch never starts its child and leaves nothing behind")
   CHECK(::lstat(flag.c_str(), &st) != 0);               // the child never ran
   CHECK(::lstat(l.state_dir().c_str(), &st) != 0);      // no private directory
   CHECK_FALSE(LaunchCancelled(l.state_dir()));          // the marker was consumed
+}
+
+TEST_CASE("a reattach needs the ticket of a reference: missing, altered or expired ones get EXPIRED") {
+  Sandbox sb;
+  wire::Launch l = sb.NewLaunch({"sleep", "100"});
+  Attached a = sb.Start(l);
+  REQUIRE(a.welcome.has_ticket());
+  const wire::Ticket good = a.welcome.ticket();
+  CHECK(good.mac().size() == 32);
+  CHECK(good.expires_at() > static_cast<std::uint64_t>(::time(nullptr)));
+  CHECK(good.expires_at() <= static_cast<std::uint64_t>(::time(nullptr)) + 24 * 3600 + 5);
+  // A pong carries a fresh ticket too.
+  wire::Envelope ping;
+  ping.mutable_ping()->set_nonce(7);
+  a.peer->Send(ping);
+  absl::StatusOr<wire::Envelope> pong = a.peer->Receive();
+  REQUIRE(pong.ok());
+  REQUIRE(pong->has_pong());
+  CHECK(pong->pong().ticket().mac().size() == 32);
+  a.peer->Send(Detach());
+  a.peer.reset();
+  const auto refused = [&](const wire::Ticket& t) {
+    Peer p({"bridge", l.state_dir()});
+    wire::Hello h;
+    *h.mutable_ticket() = t;
+    absl::StatusOr<wire::Envelope> reply = p.Hello(l.secret(), h);
+    REQUIRE(reply.ok());
+    REQUIRE_MESSAGE(reply->has_error(), reply->DebugString());
+    CHECK(reply->error().code() == wire::ERROR_EXPIRED);
+  };
+  wire::Ticket none;
+  none.set_expires_at(0);
+  refused(none);
+  wire::Ticket extended = good;
+  extended.set_expires_at(good.expires_at() + 3600);
+  refused(extended);
+  wire::Ticket forged = good;
+  forged.set_mac(std::string(32, 'x'));
+  refused(forged);
+  wire::Ticket past = good;
+  past.set_expires_at(1000);
+  refused(past);
+  // The genuine ticket still opens it, also as a control attachment.
+  wire::Hello control;
+  control.set_control(true);
+  *control.mutable_ticket() = good;
+  Peer c({"bridge", l.state_dir()});
+  absl::StatusOr<wire::Envelope> reply = c.Hello(l.secret(), control);
+  REQUIRE(reply.ok());
+  CHECK(reply->has_welcome());
+  wire::Envelope term;
+  term.mutable_terminate()->set_grace_ms(100);
+  c.Send(term);
+  absl::StatusOr<wire::Envelope> ack = c.Receive();
+  REQUIRE(ack.ok());
+  CHECK(ack->has_status());
 }
 
 }  // namespace

@@ -854,3 +854,49 @@ TEST_CASE("a reference edited to name another program or directory runs nothing"
 
 }  // namespace
 }  // namespace tether
+
+namespace tether {
+namespace {
+
+// A sandbox whose probe, or whose uploads, never answer.
+class SilentTransport final : public internal::ForwardingTransport {
+ public:
+  SilentTransport(Transport& inner, bool silent_probe) : ForwardingTransport(inner), silent_probe_(silent_probe) {}
+  awaitable<absl::StatusOr<SandboxInfo>> Probe() override {
+    if (silent_probe_) co_await Forever();
+    co_return co_await inner().Probe();
+  }
+  awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
+    co_await Forever();
+    co_return co_await inner().PutFile(std::move(path), bytes, mode);
+  }
+
+ private:
+  static awaitable<void> Forever() {
+    asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::hours(1));
+    co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+  bool silent_probe_;
+};
+
+TEST_CASE("a probe or an upload that never answers ends within the setup timeout, and nothing starts") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    for (bool silent_probe : {true, false}) {
+      SilentTransport silent(t, silent_probe);
+      StartOptions o = Opts();
+      o.argv = V("true");
+      o.setup_timeout_ms = 300;
+      const auto t0 = std::chrono::steady_clock::now();
+      auto p = co_await Process::Start(silent, o);
+      const auto took = std::chrono::steady_clock::now() - t0;
+      CHECK_FALSE(p.ok());
+      CHECK(ErrorCodeOf(p.status()) == ErrorCode::kUnavailable);
+      CHECK(took < std::chrono::seconds(5));
+    }
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);
+}
+
+}  // namespace
+}  // namespace tether

@@ -172,6 +172,7 @@ struct Session {
   std::uint64_t zeros = 0;
   std::uint64_t stdin_max = 0;   // highest stdin offset + size the daemon may have accepted
   std::uint64_t last_generation = 0;
+  wire::Ticket ticket;  // the newest reference ticket (Welcome, Pong): later Hellos show it
   std::uint64_t next_nonce = kPingNonceBase;
   std::uint64_t max_nonce_sent = 0;  // the input's pings included
   bool any_nonce = false;
@@ -187,6 +188,7 @@ struct Conn {
   bool mirror_failed = false;        // the daemon must close this connection
   bool first_seen = false;           // the daemon read a first envelope
   bool first_is_good_hello = false;  // ... and it was a Hello with our secret
+  bool control = false;              // ... asking for a control attachment
   std::uint64_t resume[2] = {0, 0};
   std::uint64_t window = sup::kDefaultWindowBytes;  // the largest granted, bytes
   std::uint64_t generation = 0;
@@ -213,6 +215,7 @@ void Mirrored(Session& s, Conn& c, const wire::Envelope& env) {
     if (env.has_hello()) {
       const wire::Hello& h = env.hello();
       c.first_is_good_hello = h.secret() == kSecret;
+      c.control = h.control();
       c.resume[0] = s.pty ? h.pty_offset() : h.stdout_offset();
       c.resume[1] = h.stderr_offset();
       if (h.window_bytes() != 0) c.window = Clamp(h.window_bytes());
@@ -283,9 +286,16 @@ void OnReply(Session& s, Conn& c, const wire::Envelope& env) {
       CHECK_OR_BUG(!c.welcomed);
       CHECK_OR_BUG(c.first_is_good_hello);  // a wrong secret is never welcomed
       CHECK_OR_BUG(env.welcome().generation() == env.generation());
-      CHECK_OR_BUG(env.generation() > s.last_generation);
       CheckState(s, env.welcome().state());
-      s.last_generation = c.generation = env.generation();
+      if (env.welcome().has_ticket()) s.ticket = env.welcome().ticket();
+      if (c.control) {
+        // Requests only, beside the output attachment: no generation of its own.
+        CHECK_OR_BUG(env.generation() == s.last_generation);
+        c.generation = env.generation();
+      } else {
+        CHECK_OR_BUG(env.generation() > s.last_generation);
+        s.last_generation = c.generation = env.generation();
+      }
       c.welcomed = true;
       ++c.answers;
       for (int i = 0; i < 2; ++i) c.next[i] = c.acked[i] = std::max(c.acked[i], c.resume[i]);
@@ -301,6 +311,8 @@ void OnReply(Session& s, Conn& c, const wire::Envelope& env) {
   }
   CHECK_OR_BUG(c.welcomed);  // everything else is for an attachment
   CHECK_OR_BUG(env.generation() == c.generation);
+  // A control attachment never gets output, stdin acks or the exit.
+  CHECK_OR_BUG(!c.control || env.has_status() || env.has_pong() || env.has_error());
   switch (env.body_case()) {
     case wire::Envelope::kOutput: {
       const wire::Output& o = env.output();
@@ -347,6 +359,7 @@ void OnReply(Session& s, Conn& c, const wire::Envelope& env) {
     case wire::Envelope::kPong:
       CHECK_OR_BUG(s.any_nonce && env.pong().nonce() <= s.max_nonce_sent);
       c.pong = std::max(c.pong, env.pong().nonce());
+      if (env.pong().has_ticket()) s.ticket = env.pong().ticket();
       return;
     default:
       Bug("a reply body a supervisor may not send");
@@ -492,9 +505,10 @@ void Disconnect(Conn& c) {
   c.fd = -1;
 }
 
-wire::Envelope HelloEnvelope(bool right_secret, bool zstd, std::uint64_t window) {
+wire::Envelope HelloEnvelope(const Session& s, bool right_secret, bool zstd, std::uint64_t window) {
   wire::Envelope env;
   wire::Hello* h = env.mutable_hello();
+  *h->mutable_ticket() = s.ticket;  // none before the first welcome, as for a launching host
   h->set_min_version(tether::kProtocolVersion);
   h->set_max_version(tether::kProtocolVersion);
   h->set_secret(right_secret ? kSecret : "supervisor-handler-fuzz-secret-1");
@@ -605,7 +619,7 @@ void Finish(Session& s, std::uint8_t config) {
       continue;
     }
     c.auto_ack = true;
-    Hello(s, c, HelloEnvelope(true, config & kZstd, 64u << 20));
+    Hello(s, c, HelloEnvelope(s, true, config & kZstd, 64u << 20));
     if (!c.welcomed) {
       // BUSY: the daemon has not yet seen the close of our last connection.
       Disconnect(c);
@@ -704,7 +718,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   Conn c;
   if (!Connect(c)) Bug("cannot connect to a fresh daemon");
-  if (!(config & kNoHello)) Hello(s, c, HelloEnvelope(!(config & kWrongSecret), config & kZstd, config & kSmall ? 4096 : 0));
+  if (!(config & kNoHello)) {
+    Hello(s, c, HelloEnvelope(s, !(config & kWrongSecret), config & kZstd, config & kSmall ? 4096 : 0));
+  }
   while (in.size() >= 3) {
     const std::uint8_t flags = static_cast<std::uint8_t>(in[0]);
     const std::size_t len = (static_cast<unsigned char>(in[1]) << 8) | static_cast<unsigned char>(in[2]);
@@ -742,6 +758,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         env.mutable_hello()->set_secret(kSecret);
         env.mutable_hello()->set_min_version(tether::kProtocolVersion);
         env.mutable_hello()->set_max_version(tether::kProtocolVersion);
+        *env.mutable_hello()->mutable_ticket() = s.ticket;
       }
       if (!s.pty && env.has_stdin_data()) {
         std::string* d = env.mutable_stdin_data()->mutable_data();

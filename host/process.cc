@@ -1021,8 +1021,19 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
   hello.mutable_ticket()->set_mac(ref->ticket_mac);
   state->ticket = hello.ticket();
   absl::StatusOr<wire::Welcome> welcome = co_await WithDeadline(
-      Attach(transport, *state, std::move(command), std::string(), std::move(hello)), deadline,
-      "attaching to the process");
+      Attach(transport, *state, command, std::string(), hello), deadline, "attaching to the process");
+  if (!welcome.ok() && absl::IsUnavailable(welcome.status()) && ErrorCodeOf(welcome.status()) != ErrorCode::kBusy &&
+      !(co_await Cancelled())) {
+    // The connection ended without an answer: a supervisor that was ending
+    // (it removes its directory first) or had just died, or one that could
+    // not take the connection. One more look tells them apart: gone now
+    // (NOT_FOUND), or still there and refusing (UNAVAILABLE, never "gone").
+    if (state->session) state->session->Close();
+    asio::steady_timer pause(transport.executor(), std::chrono::milliseconds(100));
+    co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+    welcome = co_await WithDeadline(Attach(transport, *state, std::move(command), std::string(), std::move(hello)),
+                                    deadline, "attaching to the process");
+  }
   if (co_await Cancelled()) {
     if (state->session) state->session->Close();
     co_return WaitAbortedError("reopen was aborted; nothing was attached");

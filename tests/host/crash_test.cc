@@ -172,7 +172,7 @@ awaitable<void> RunTrial(tether::Transport& local, Trial& t, const std::string& 
         if (!ref.empty()) {
           auto again = co_await tether::Process::Reopen(local, ref);
           if (again.ok() || ErrorCodeOf(again.status()) != ErrorCode::kNotFound) {
-            Broken(t, "daemon killed: reopen did not report the process gone");
+            Broken(t, "daemon killed: reopen did not report the process gone: " + again.status().ToString());
           }
         }
       }

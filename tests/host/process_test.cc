@@ -21,6 +21,7 @@
 
 #include "host/errors.h"
 #include "host/local_transport.h"
+#include "host/reference.h"
 #include "tests/host/process_fixture.h"
 
 namespace tether {
@@ -896,6 +897,42 @@ TEST_CASE("a probe or an upload that never answers ends within the setup timeout
     }
   });
   CHECK(sb.LeftoverStateDirs() == 0);
+}
+
+}  // namespace
+}  // namespace tether
+
+namespace tether {
+namespace {
+
+TEST_CASE("a well-formed reference parses and round-trips; each damaged field is refused") {
+  const std::int64_t now = 1900000000;
+  const std::string good =
+      R"({"tether_process":1,"provider":"local","sandbox":"/tmp/s","supervisor":"/tmp/s/bin/tether-supervisor-x",)"
+      R"("state_dir":"/tmp/s/run/0123456789abcdef","secret":"00112233445566778899aabbccddeeff","pid":4242,)"
+      R"("stdin_pipe":true,"pty":false,"text":false,"backpressure":true,"window_bytes":1048576,"output_left":-1,)"
+      R"("stdout_offset":12,"stderr_offset":0,"expires_at":1900050000,"ticket":")" +
+      std::string(64, 'f') + R"("})";
+  absl::StatusOr<ProcessReference> r = ParseReference(good, now);
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  CHECK(r->ticket_mac == std::string(32, '\xff'));
+  absl::StatusOr<ProcessReference> again = ParseReference(EncodeReference(*r), now);
+  REQUIRE(again.ok());
+  CHECK(EncodeReference(*again) == EncodeReference(*r));
+  const auto with = [&](const std::string& from, const std::string& to) {
+    std::string s = good;
+    const std::size_t at = s.find(from);
+    REQUIRE(at != std::string::npos);
+    s.replace(at, from.size(), to);
+    return ParseReference(s, now).status();
+  };
+  CHECK(absl::IsInvalidArgument(with("\"/tmp/s/run/", "\"/tmp/s/run/../")));
+  CHECK(absl::IsInvalidArgument(with("\"window_bytes\":1048576", "\"window_bytes\":100")));
+  CHECK(absl::IsInvalidArgument(with("\"pid\":4242", "\"pid\":1")));
+  CHECK(absl::IsInvalidArgument(with("\"stdin_pipe\":true,\"pty\":false", "\"stdin_pipe\":false,\"pty\":true")));
+  CHECK(absl::IsInvalidArgument(with(std::string(64, 'f'), "ff")));
+  CHECK(absl::IsInvalidArgument(with("\"provider\":\"local\"", "\"provider\":\"\"")));
+  CHECK(ErrorCodeOf(with("1900050000", "1000")) == ErrorCode::kExpired);
 }
 
 }  // namespace

@@ -242,6 +242,7 @@ int LaunchMain(bool text) {
   if (!created.ok()) return Report(wire::ERROR_INVALID_ARGUMENT, created);
   // Litter from abandoned setups whose launch never came (best effort).
   RemoveStaleCancelMarkers(dir.substr(0, dir.rfind('/')), kStaleMarkerSeconds);
+  RemoveDeadStateDirs(dir.substr(0, dir.rfind('/')), 256);
   absl::StatusOr<int> listen_fd = ListenInDir(dir);
   if (!listen_fd.ok()) {
     RemovePrivateDir(dir);

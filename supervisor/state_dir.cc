@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -134,6 +135,48 @@ absl::StatusOr<int> ConnectInDir(const std::string& dir) {
 void RemovePrivateDir(const std::string& dir) {
   ::unlink(absl::StrCat(dir, "/", kSocketName).c_str());
   ::rmdir(dir.c_str());
+}
+
+int RemoveDeadStateDirs(const std::string& root, int max_probes) {
+  DIR* d = ::opendir(root.c_str());
+  if (d == nullptr) return 0;
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) {
+    const std::string_view name(e->d_name);
+    if (name == "." || name == "..") continue;
+    names.emplace_back(name);
+  }
+  ::closedir(d);
+  int removed = 0, probes = 0;
+  for (const std::string& name : names) {
+    if (probes >= max_probes) break;
+    const std::string dir = absl::StrCat(root, "/", name);
+    if (!CheckPrivateDir(dir).ok()) continue;  // ours, 0700, never a link
+    DirSocket ds;
+    if (!OpenDirSocket(dir, &ds).ok()) continue;
+    struct stat st {};
+    if (::fstatat(ds.dirfd, kSocketName, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    // A socket bound this last minute may be between bind and listen in a
+    // launch running right now (connect is refused then too): not proof.
+    if (static_cast<std::int64_t>(::time(nullptr)) - static_cast<std::int64_t>(st.st_mtime) < kMinDeadSocketAgeSeconds) {
+      continue;
+    }
+    ++probes;
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) break;
+    const int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&ds.addr), sizeof(ds.addr));
+    const int err = errno;
+    ::close(fd);
+    // Only "nobody listens on a socket that was bound" is proof: the
+    // daemon bound and listened before it ever ran, so it has died (kill -9).
+    // A live one accepts (it sees a connection that ends at once) or has a
+    // full backlog (EAGAIN); both are left alone.
+    if (rc != 0 && err == ECONNREFUSED) {
+      ::unlinkat(ds.dirfd, kSocketName, 0);
+      if (::rmdir(dir.c_str()) == 0) ++removed;
+    }
+  }
+  return removed;
 }
 
 int RemoveStaleCancelMarkers(const std::string& root, std::int64_t max_age_seconds) {

@@ -30,6 +30,14 @@ absl::StatusOr<int> ConnectInDir(const std::string& dir);
 // Removes the socket and the directory (best effort, after exit).
 void RemovePrivateDir(const std::string& dir);
 
+// Private directories under the state root `root` whose daemon is provably
+// gone: a bound socket nobody listens on (ECONNREFUSED: killed with -9).
+// Removes them, probing at most `max_probes` sockets; returns how many. A
+// directory of a live daemon, or without a socket yet, is never touched.
+// Sockets bound less than kMinDeadSocketAgeSeconds ago are never probed.
+inline constexpr std::int64_t kMinDeadSocketAgeSeconds = 60;
+int RemoveDeadStateDirs(const std::string& root, int max_probes);
+
 // Cancellation markers ("<launch id>.cancel") older than `max_age_seconds`
 // in the private state root `root`: a host writes one when it abandons a
 // setup, and the launch it was meant for never came (or came and went).

@@ -381,3 +381,38 @@ TEST_CASE("stale cancellation markers are removed; fresh ones, links and other f
 
 }  // namespace
 }  // namespace tether::supervisor
+
+namespace tether::supervisor {
+namespace {
+
+TEST_CASE("a state directory whose daemon was killed is removed; a live or young one stays") {
+  testing::TempDir root;
+  const std::string dir = root.path();
+  ::chmod(dir.c_str(), 0700);
+  const auto make = [&](const std::string& name) {
+    REQUIRE(CreatePrivateDir(dir + "/" + name).ok());
+    absl::StatusOr<int> fd = ListenInDir(dir + "/" + name);
+    REQUIRE(fd.ok());
+    return *fd;
+  };
+  const auto age = [&](const std::string& name) {
+    const std::string sock = dir + "/" + name + "/" + kSocketName;
+    const struct timespec t[2] = {{::time(nullptr) - 3600, 0}, {::time(nullptr) - 3600, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, sock.c_str(), t, AT_SYMLINK_NOFOLLOW) == 0);
+  };
+  ::close(make("dead"));  // bound, nobody listens: what kill -9 leaves
+  age("dead");
+  const int live = make("live");
+  age("live");
+  ::close(make("young"));  // dead too, but bound just now: maybe a launch in progress
+  REQUIRE(CreatePrivateDir(dir + "/nosocket").ok());
+  CHECK(RemoveDeadStateDirs(dir, 256) == 1);
+  CHECK_FALSE(PathExists(dir + "/dead"));
+  CHECK(PathExists(dir + "/live/" + kSocketName));
+  CHECK(PathExists(dir + "/young/" + kSocketName));
+  CHECK(PathExists(dir + "/nosocket"));
+  ::close(live);
+}
+
+}  // namespace
+}  // namespace tether::supervisor

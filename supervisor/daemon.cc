@@ -1,6 +1,5 @@
 #include "supervisor/daemon.h"
 
-#include <dirent.h>
 #include <signal.h>
 #include <sys/random.h>
 #include <sys/resource.h>
@@ -23,6 +22,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "protocol/envelope.h"
@@ -32,6 +32,7 @@
 #include "supervisor/child.h"
 #include "supervisor/launcher.h"
 #include "supervisor/output_ring.h"
+#include "supervisor/proc.h"
 #include "supervisor/state_dir.h"
 #include "tether/protocol/version.h"
 
@@ -58,17 +59,8 @@ constexpr std::int64_t kTicketLifetimeSeconds = 24 * 3600;  // a reference lives
 // attachment whose peer is stopped is not lost, only paused.
 bool ProcessStopped(pid_t pid) {
   if (pid <= 0) return false;
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
-  FILE* f = std::fopen(path, "r");
-  if (f == nullptr) return false;
-  char buf[512];
-  const std::size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
-  std::fclose(f);
-  buf[n] = '\0';
-  const char* close = std::strrchr(buf, ')');
-  char state = 0;
-  return close != nullptr && std::sscanf(close + 1, " %c", &state) == 1 && (state == 'T' || state == 't');
+  const std::optional<ProcStat> st = ReadProcStat(pid);
+  return st && (st->state == 'T' || st->state == 't');
 }
 
 // Stream 0 is stdout, or the combined terminal output with a pty; 1 is stderr.
@@ -86,31 +78,12 @@ bool SecretsEqual(const std::string& a, const std::string& b) {
 
 // Sends `sig` to every process whose parent is us: descendants that left the
 // child's process group (setsid) and were reparented to us, the subreaper,
-// when their parent died.
-void SignalOrphans(int sig) {
-  const pid_t self = ::getpid();
-  DIR* d = ::opendir("/proc");
-  if (d == nullptr) return;
-  while (dirent* e = ::readdir(d)) {
-    char* end = nullptr;
-    const long pid = std::strtol(e->d_name, &end, 10);
-    if (pid <= 1 || *end != '\0' || pid == self) continue;
-    char path[64];
-    std::snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-    FILE* f = std::fopen(path, "r");
-    if (f == nullptr) continue;
-    char buf[512];
-    const std::size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
-    std::fclose(f);
-    buf[n] = '\0';
-    // "pid (comm) state ppid ...": comm may hold spaces and parens.
-    const char* close = std::strrchr(buf, ')');
-    long ppid = 0;
-    if (close != nullptr && std::sscanf(close + 1, " %*c %ld", &ppid) == 1 && ppid == self) {
-      ::kill(static_cast<pid_t>(pid), sig);
-    }
-  }
-  ::closedir(d);
+// when their parent died. Returns how many there were, zombies included
+// (they are ours until reaped).
+std::size_t SignalOrphans(int sig) {
+  const std::vector<pid_t> orphans = ChildrenOf(::getpid());
+  for (pid_t p : orphans) ::kill(p, sig);
+  return orphans.size();
 }
 
 wire::Envelope ErrorEnvelope(wire::ErrorCode code, std::string message, std::uint64_t request_id,

@@ -15,6 +15,7 @@
 #include <doctest.h>
 
 #include "absl/strings/str_split.h"
+#include "supervisor/proc.h"
 #include "tests/supervisor/test_util.h"
 
 namespace tether::supervisor {
@@ -97,16 +98,6 @@ ChildSpec Sh(const std::string& script) {
   spec.argv = {"sh", "-c", script};
   spec.env = {"PATH=/usr/bin:/bin"};
   return spec;
-}
-
-// Fields of /proc/<pid>/stat after the command name: [0] is field 3 (state).
-std::vector<std::string> StatFields(const std::string& stat) {
-  const std::size_t close = stat.rfind(')');
-  REQUIRE(close != std::string::npos);
-  std::vector<std::string> out;
-  std::istringstream in(stat.substr(close + 2));
-  for (std::string f; in >> f;) out.push_back(f);
-  return out;
 }
 
 // The hex mask on a "Name:\t..." line of /proc/<pid>/status.
@@ -330,12 +321,12 @@ TEST_CASE("the child is a session leader and its own process group") {
   spec.argv = {"cat", "/proc/self/stat"};
   Ran r = SpawnAndCollect(spec);
   REQUIRE(WEXITSTATUS(r.status) == 0);
-  std::vector<std::string> f = StatFields(r.out);
-  REQUIRE(f.size() > 4);
-  CHECK(std::stoi(f[1]) == ::getpid());  // ppid: we are its parent
-  CHECK(std::stoi(f[2]) == r.pid);       // pgrp
-  CHECK(std::stoi(f[3]) == r.pid);       // session
-  CHECK(std::stoi(f[3]) != ::getsid(0));
+  std::optional<ProcStat> st = ParseProcStat(r.out);
+  REQUIRE(st.has_value());
+  CHECK(st->ppid == ::getpid());  // we are its parent
+  CHECK(st->pgrp == r.pid);
+  CHECK(st->session == r.pid);
+  CHECK(st->session != ::getsid(0));
 }
 
 TEST_CASE("a blocked signal mask and ignored signals in the parent are reset in the child") {

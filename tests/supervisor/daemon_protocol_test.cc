@@ -42,6 +42,7 @@
 #include "protocol/envelope.h"
 #include "supervisor/launcher.h"
 #include "supervisor/output_ring.h"
+#include "supervisor/proc.h"
 #include "supervisor/state_dir.h"
 #include "tests/supervisor/test_util.h"
 #include "tether/protocol/version.h"
@@ -77,44 +78,20 @@ std::string ReadProcFile(const std::string& path) {
   return ss.str();
 }
 
-// Fields of /proc/<pid>/stat after the command name: [0] is field 3
-// (state), [1] ppid, [2] pgrp, [3] session. Empty when the process is gone.
-std::vector<std::string> StatFields(pid_t pid) {
-  const std::string stat = ReadProcFile("/proc/" + std::to_string(pid) + "/stat");
-  const std::size_t close = stat.rfind(')');
-  if (close == std::string::npos) return {};
-  std::vector<std::string> out;
-  std::istringstream in(stat.substr(close + 2));
-  for (std::string f; in >> f;) out.push_back(f);
-  return out;
-}
-
 pid_t ParentOf(pid_t pid) {
-  std::vector<std::string> f = StatFields(pid);
-  return f.size() > 1 ? std::stoi(f[1]) : -1;
+  std::optional<ProcStat> st = ReadProcStat(pid);
+  return st ? st->ppid : -1;
 }
 
 pid_t SessionOf(pid_t pid) {
-  std::vector<std::string> f = StatFields(pid);
-  return f.size() > 3 ? std::stoi(f[3]) : -1;
-}
-
-std::vector<pid_t> ChildrenOf(pid_t parent) {
-  std::vector<pid_t> out;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
-    const pid_t pid = std::stoi(name);
-    if (ParentOf(pid) == parent) out.push_back(pid);
-  }
-  return out;
+  std::optional<ProcStat> st = ReadProcStat(pid);
+  return st ? st->session : -1;
 }
 
 // True while `pid` exists and is not a zombie.
 bool Alive(pid_t pid) {
-  std::vector<std::string> f = StatFields(pid);
-  return !f.empty() && f[0] != "Z";
+  std::optional<ProcStat> st = ReadProcStat(pid);
+  return st && st->state != 'Z';
 }
 
 // Kills and reaps every process left behind by a test: daemons and their
@@ -1446,9 +1423,9 @@ TEST_CASE("a bridge whose host is slow does not spin after the daemon closed the
   a.peer->Send(Detach());
   std::this_thread::sleep_for(milliseconds(200));
   auto cpu_ticks = [](pid_t pid) {
-    std::vector<std::string> f = StatFields(pid);
-    REQUIRE(f.size() > 12);
-    return std::stoll(f[11]) + std::stoll(f[12]);  // utime + stime
+    std::optional<ProcStat> st = ReadProcStat(pid);
+    REQUIRE(st.has_value());
+    return static_cast<long long>(st->utime + st->stime);
   };
   const long long before = cpu_ticks(a.peer->pid());
   std::this_thread::sleep_for(milliseconds(1000));

@@ -1,0 +1,67 @@
+#include "supervisor/proc.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <string>
+
+#include <doctest.h>
+
+#include "tests/supervisor/test_util.h"
+
+namespace tether::supervisor {
+namespace {
+
+TEST_CASE("a stat line is parsed after the last parenthesis, whatever the command name holds") {
+  const std::string tail = " 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n";
+  std::optional<ProcStat> st = ParseProcStat("4242 (sleep) S 17 4242 4240 0 -1 4194560 100 0 0 0 7 9 0 0 20 0");
+  REQUIRE(st.has_value());
+  CHECK(st->state == 'S');
+  CHECK(st->ppid == 17);
+  CHECK(st->pgrp == 4242);
+  CHECK(st->session == 4240);
+  CHECK(st->utime == 7);
+  CHECK(st->stime == 9);
+  st = ParseProcStat("7 (a) Z (b) c) Z 99 7 7 0 -1 0 0 0 0 0 3 4 0 0 20 0\n");
+  REQUIRE(st.has_value());
+  CHECK(st->state == 'Z');
+  CHECK(st->ppid == 99);
+  CHECK(st->utime == 3);
+  st = ParseProcStat("8 (with space) R 1 8 8" + tail);
+  REQUIRE(st.has_value());
+  CHECK(st->ppid == 1);
+}
+
+TEST_CASE("text that is not a stat line is refused") {
+  for (const char* bad : {"", "1 sleep S 2 3 4", "1 (sleep", "1 (x) S", "1 (x) SS 2 3 4 0 0 0 0 0 0 0 1 1",
+                          "1 (x) S two 3 4 0 0 0 0 0 0 0 1 1", "1 (x) S 2 3 4 0 0 0 0 0 0 0 1", ") ( S 1 2 3"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(ParseProcStat(bad).has_value());
+  }
+}
+
+TEST_CASE("ReadProcStat sees this process, and ChildrenOf its child until it is reaped") {
+  std::optional<ProcStat> self = ReadProcStat(::getpid());
+  REQUIRE(self.has_value());
+  CHECK(self->ppid == ::getppid());
+  CHECK(self->state == 'R');
+  const pid_t kid = ::fork();
+  if (kid == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  std::vector<pid_t> kids = ChildrenOf(::getpid());
+  CHECK(std::count(kids.begin(), kids.end(), kid) == 1);
+  ::kill(kid, SIGKILL);
+  CHECK(testing::Eventually([&] { return ReadProcStat(kid) && ReadProcStat(kid)->state == 'Z'; }));
+  kids = ChildrenOf(::getpid());
+  CHECK(std::count(kids.begin(), kids.end(), kid) == 1);  // a zombie is still ours
+  CHECK(testing::WaitPid(kid).has_value());
+  kids = ChildrenOf(::getpid());
+  CHECK(std::count(kids.begin(), kids.end(), kid) == 0);
+  CHECK_FALSE(ReadProcStat(kid).has_value());
+}
+
+}  // namespace
+}  // namespace tether::supervisor

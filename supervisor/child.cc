@@ -107,11 +107,109 @@ void CloseFrom(int lowfd) {
 
 }  // namespace
 
+namespace {
+
+// The environment boundary's rules (child.h lists them): a pattern on the
+// upper-cased name and why what it matches is scrubbed. A scrubbed variable
+// the child needs is passed explicitly (Launch.env, `--env`).
+enum class Match {
+  kContains,  // anywhere in the name
+  kWord,      // a whole word, words being split at anything but A-Z and 0-9
+  kPrefix,
+  kExact,
+};
+struct ScrubRule {
+  Match match;
+  std::string_view pattern;
+  std::string_view why;
+};
+constexpr ScrubRule kScrubRules[] = {
+    {Match::kContains, "KEY", "API, access and signing keys: API_KEY, AWS_ACCESS_KEY_ID, STRIPE_KEY"},
+    {Match::kContains, "SECRET", "client and signing secrets: AZURE_CLIENT_SECRET, JWT_SECRET"},
+    {Match::kContains, "TOKEN", "bearer and session tokens: GITHUB_TOKEN, AWS_SESSION_TOKEN"},
+    {Match::kContains, "PASSW", "passwords: DB_PASSWORD, PGPASSWORD, MYSQL_PASSWD"},
+    {Match::kContains, "PASSPHRASE", "passphrases of keys: GPG_PASSPHRASE"},
+    {Match::kContains, "PASSFILE", "names a file of passwords: PGPASSFILE"},
+    {Match::kContains, "CREDENTIAL",
+     "credentials, or the file holding them: GOOGLE_APPLICATION_CREDENTIALS, AWS_SHARED_CREDENTIALS_FILE"},
+    {Match::kContains, "AUTH",
+     "authentication agents, configs and cookies: SSH_AUTH_SOCK (an agent that signs with our keys), "
+     "DOCKER_AUTH_CONFIG, NPM_CONFIG__AUTH, XAUTHORITY (the X11 cookie file)"},
+    {Match::kContains, "PRIVATE", "private keys and tokens: SIGNING_PRIVATE_KEY, GITLAB_PRIVATE_TOKEN"},
+    {Match::kContains, "COOKIE", "session cookies and cookie jars"},
+    {Match::kContains, "DATABASE_URL", "a database's address usually with its credentials: DATABASE_URL"},
+    {Match::kContains, "CONNECTION_STRING",
+     "connection strings carry account keys: AZURE_STORAGE_CONNECTION_STRING"},
+    {Match::kWord, "PASS", "short for password: SMTP_PASS, DB_PASS"},
+    {Match::kWord, "PWD", "short for password: MYSQL_PWD (PWD itself is exempt)"},
+    {Match::kWord, "PW", "short for password: DB_PW"},
+    {Match::kWord, "PAT", "personal access tokens: GH_PAT, AZURE_DEVOPS_PAT"},
+    {Match::kWord, "DSN", "data source names embed keys or passwords: SENTRY_DSN"},
+    {Match::kPrefix, "AWS_", "AWS credentials and what selects them: AWS_PROFILE, AWS_ROLE_ARN"},
+    {Match::kPrefix, "AZURE_", "Azure credentials and what selects them: AZURE_CLIENT_ID"},
+    {Match::kPrefix, "TETHER_", "the supervisor's own configuration"},
+    {Match::kExact, "KUBECONFIG", "names a file of cluster credentials"},
+    {Match::kExact, "DOCKER_CONFIG", "names the directory of registry credentials (config.json)"},
+};
+
+// Names a rule matches that are not credentials.
+constexpr std::string_view kNeverScrubbed[] = {
+    "PWD",  // the shell's working directory (the PWD word rule)
+    "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE",  // git's identity (the AUTH rule)
+};
+
+bool HasWord(std::string_view upper, std::string_view word) {
+  const auto is_word_char = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); };
+  std::size_t i = 0;
+  while (i < upper.size()) {
+    while (i < upper.size() && !is_word_char(upper[i])) ++i;
+    std::size_t j = i;
+    while (j < upper.size() && is_word_char(upper[j])) ++j;
+    if (j > i && upper.substr(i, j - i) == word) return true;
+    i = j;
+  }
+  return false;
+}
+
+bool Matches(const ScrubRule& r, std::string_view upper) {
+  switch (r.match) {
+    case Match::kContains:
+      return upper.find(r.pattern) != std::string_view::npos;
+    case Match::kWord:
+      return HasWord(upper, r.pattern);
+    case Match::kPrefix:
+      return upper.substr(0, r.pattern.size()) == r.pattern;
+    case Match::kExact:
+      return upper == r.pattern;
+  }
+  return false;
+}
+
+}  // namespace
+
 bool IsCredentialShaped(std::string_view name) {
   const std::string upper = absl::AsciiStrToUpper(std::string(name));
-  return absl::StrContains(upper, "KEY") || absl::StrContains(upper, "SECRET") ||
-         absl::StrContains(upper, "TOKEN") || absl::StrContains(upper, "PASSWORD") ||
-         absl::StartsWith(upper, "TETHER_");
+  for (std::string_view exempt : kNeverScrubbed) {
+    if (upper == exempt) return false;
+  }
+  for (const ScrubRule& r : kScrubRules) {
+    if (Matches(r, upper)) return true;
+  }
+  return false;
+}
+
+bool HasUrlPassword(std::string_view value) {
+  for (std::size_t at = value.find("://"); at != std::string_view::npos; at = value.find("://", at + 3)) {
+    // The authority runs to the first of "/?#"; its userinfo to the '@'. A
+    // raw '@' in the password makes the first '@' end the userinfo early,
+    // which still leaves a password before it.
+    const std::string_view rest = value.substr(at + 3);
+    const std::size_t end = rest.find_first_of("/?#@ \t\r\n");
+    if (end == std::string_view::npos || rest[end] != '@') continue;
+    const std::size_t colon = rest.substr(0, end).find(':');
+    if (colon != std::string_view::npos && colon + 1 < end) return true;
+  }
+  return false;
 }
 
 absl::StatusOr<std::vector<std::string>> BuildEnvironment(
@@ -124,7 +222,7 @@ absl::StatusOr<std::vector<std::string>> BuildEnvironment(
       const std::size_t eq = kv.find('=');
       if (eq == std::string_view::npos || eq == 0) continue;
       std::string name(kv.substr(0, eq));
-      if (IsCredentialShaped(name)) continue;
+      if (IsCredentialShaped(name) || HasUrlPassword(kv.substr(eq + 1))) continue;
       env[name] = std::string(kv.substr(eq + 1));
     }
   }

@@ -15,14 +15,39 @@ namespace tether::supervisor {
 // Search path used when neither the request nor the base environment has PATH.
 inline constexpr char kDefaultPath[] = "/usr/local/bin:/usr/bin:/bin";
 
-// True for names the environment boundary scrubs from the ambient
-// environment unless passed explicitly (KEY, SECRET, TOKEN, PASSWORD in any
-// case, and the supervisor's own TETHER_*).
+// The environment boundary: with Launch.inherit_env the child gets the launch
+// call's environment except the variables below; variables the Launch names
+// explicitly (Launch.env) always pass, whatever their name or value.
+//
+// A name is scrubbed when, upper-cased, it
+//   contains  KEY, SECRET, TOKEN, PASSW (PASSWORD, PASSWD), PASSPHRASE,
+//             PASSFILE, CREDENTIAL, AUTH, PRIVATE, COOKIE, DATABASE_URL,
+//             CONNECTION_STRING
+//   has the word (split at anything but A-Z and 0-9)
+//             PASS, PWD, PW, PAT, DSN
+//   starts with  AWS_, AZURE_, TETHER_
+//   is        KUBECONFIG, DOCKER_CONFIG
+// unless it is one of PWD, GIT_AUTHOR_NAME, GIT_AUTHOR_EMAIL,
+// GIT_AUTHOR_DATE. A variable is also scrubbed, whatever its name, when its
+// value holds a URL with a password (scheme://user:password@host, or
+// scheme://:password@host).
+//
+// So DATABASE_URL, MYSQL_PWD, PGPASSWORD, SMTP_PASS, GH_PAT, SENTRY_DSN,
+// GOOGLE_APPLICATION_CREDENTIALS, SSH_AUTH_SOCK, XAUTHORITY, KUBECONFIG,
+// DOCKER_AUTH_CONFIG, NPM_CONFIG__AUTH, AWS_PROFILE and AZURE_CLIENT_ID are
+// scrubbed; PATH, HOME, USER, LOGNAME, SHELL, TERM, LANG, LC_*, TZ, PWD,
+// OLDPWD, TMPDIR, HOSTNAME, EDITOR, PAGER and DISPLAY pass (child.cc holds
+// the table with the reason for each pattern).
 bool IsCredentialShaped(std::string_view name);
 
+// True when `value` holds a URL that carries a password:
+// scheme://[user]:password@host (a non-empty password).
+bool HasUrlPassword(std::string_view value);
+
 // Checks env names (non-empty, no '=' or NUL) and builds the child's
-// environment: base (the scrubbed ambient environment when inherit is set,
-// else empty) overlaid with `requested`. kInvalidArgument on a bad name.
+// environment: base (the ambient environment less what the boundary above
+// scrubs, when inherit is set; else empty) overlaid with `requested`.
+// kInvalidArgument on a bad name.
 absl::StatusOr<std::vector<std::string>> BuildEnvironment(
     const google::protobuf::RepeatedPtrField<wire::EnvVar>& requested, bool inherit,
     char** ambient);

@@ -123,10 +123,79 @@ TEST_CASE("credential-shaped names are recognised in any case") {
     CHECK(IsCredentialShaped(name));
   }
   for (const char* name : {"PATH", "HOME", "USER", "LANG", "TERM", "SHELL", "PWD", "TETHE", "XTETHER_",
-                           "PASS", "TOKE", ""}) {
+                           "PASSENGER", "TOKE", ""}) {
     CAPTURE(name);
     CHECK_FALSE(IsCredentialShaped(name));
   }
+}
+
+TEST_CASE("common credential names are scrubbed: one per rule of the table, and the usual suspects") {
+  for (const std::string name : {
+           // Named in issue 11.
+           "DATABASE_URL", "MYSQL_PWD", "SMTP_PASS", "GH_PAT", "GOOGLE_APPLICATION_CREDENTIALS",
+           "SSH_AUTH_SOCK", "KUBECONFIG", "DOCKER_AUTH_CONFIG",
+           // Passwords, however spelt.
+           "PGPASSWORD", "MYSQL_PASSWD", "LDAP_PASSWD", "REDIS_PASS", "PASS", "DB_PW", "smtp_pass",
+           "GPG_PASSPHRASE", "PGPASSFILE",
+           // Credentials and what points at them.
+           "AWS_SHARED_CREDENTIALS_FILE", "CREDENTIALS_DIRECTORY", "DOCKER_CONFIG", "kubeconfig",
+           // Authentication agents, configs and cookies.
+           "NPM_CONFIG__AUTH", "npm_config__auth", "XAUTHORITY", "OAUTH_CLIENT_ID", "BASIC_AUTH",
+           "SESSION_COOKIE", "COOKIE_JAR", "SIGNING_PRIVATE_KEY", "GITLAB_PRIVATE_TOKEN",
+           // DSNs, connection strings and tokens.
+           "SENTRY_DSN", "DB_DSN", "TEST_DATABASE_URL", "AZURE_STORAGE_CONNECTION_STRING", "GITLAB_PAT",
+           "AZURE_DEVOPS_PAT", "pat",
+           // Whole namespaces of cloud credentials.
+           "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+           "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AZURE_CLIENT_ID", "AZURE_CLIENT_SECRET",
+           "AZURE_TENANT_ID"}) {
+    CAPTURE(name);
+    CHECK(IsCredentialShaped(name));
+  }
+}
+
+TEST_CASE("everyday names pass the boundary, PWD and OLDPWD included") {
+  for (const std::string name :
+       {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "TERM_PROGRAM", "LANG", "LANGUAGE",
+        "LC_ALL", "LC_CTYPE", "TZ", "PWD", "OLDPWD", "TMPDIR", "HOSTNAME", "EDITOR", "VISUAL", "PAGER",
+        "DISPLAY", "SHLVL", "MAIL", "LD_LIBRARY_PATH", "MANPATH", "PYTHONPATH", "GOPATH", "CLASSPATH",
+        "NODE_PATH", "JAVA_HOME", "VIRTUAL_ENV", "HTTP_PROXY", "NO_PROXY", "DEBIAN_FRONTEND",
+        "XDG_RUNTIME_DIR", "XDG_SESSION_ID", "DBUS_SESSION_BUS_ADDRESS", "SSH_CONNECTION", "SSH_TTY",
+        "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE", "GIT_COMMITTER_NAME", "SSH_ASKPASS",
+        "COMPASS_HOME", "BYPASS_CACHE", "PATTERN", "SPATIAL", "_"}) {
+    CAPTURE(name);
+    CHECK_FALSE(IsCredentialShaped(name));
+  }
+}
+
+TEST_CASE("a value holding a URL with a password is recognised, whatever the scheme") {
+  for (const std::string value :
+       {"postgres://app:hunter2@db.internal:5432/app", "mysql://root:pw@localhost/db",
+        "mongodb+srv://u:p@cluster0.example.net/?retryWrites=true", "redis://:only-password@cache:6379/0",
+        "https://user:token@github.com/org/repo.git", "http://proxyuser:proxypass@proxy:3128",
+        "amqp://guest:guest@rabbit", "u:p@ss@host via ftp://me:p@ss@files.example",
+        "first http://plain.example, then https://a:b@c.example/x", "smtp://mail:secret@smtp.example:587"}) {
+    CAPTURE(value);
+    CHECK(HasUrlPassword(value));
+  }
+  for (const std::string value :
+       {"", "http://proxy.internal:3128", "https://example.com/path?user=a:b@c", "ssh://git@github.com:22/x.git",
+        "https://user@example.com/", "https://user:@example.com/", "http://[::1]:8080/", "/usr/bin:/bin",
+        "user:password", "not a url: a:b@c", "file:///home/u:p@x", "https://example.com/#a:b@c"}) {
+    CAPTURE(value);
+    CHECK_FALSE(HasUrlPassword(value));
+  }
+}
+
+TEST_CASE("an inherited variable whose value carries a URL password is scrubbed; an explicit one passes") {
+  Ambient ambient({"PATH=/bin", "HTTP_PROXY=http://u:p@proxy:3128", "NO_PROXY=localhost",
+                   "UPSTREAM=https://example.com/x", "CACHE=redis://:pw@cache:6379", "GIVEN=pg://a:b@db",
+                   "MYSQL_PWD=x", "PWD=/work", "OLDPWD=/"});
+  absl::StatusOr<std::vector<std::string>> env =
+      BuildEnvironment(Vars({{"GIVEN", "pg://a:b@db"}, {"SMTP_PASS", "explicit"}}), true, ambient.get());
+  REQUIRE(env.ok());
+  CHECK(*env == std::vector<std::string>{"GIVEN=pg://a:b@db", "NO_PROXY=localhost", "OLDPWD=/", "PATH=/bin",
+                                         "PWD=/work", "SMTP_PASS=explicit", "UPSTREAM=https://example.com/x"});
 }
 
 TEST_CASE("the inherited environment is scrubbed of credential-shaped names unless passed explicitly") {

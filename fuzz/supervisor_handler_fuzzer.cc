@@ -65,6 +65,7 @@
 #include "absl/strings/str_cat.h"
 #include "fuzz/fuzz_util.h"
 #include "protocol/envelope.h"
+#include "supervisor/child.h"
 #include "supervisor/daemon.h"
 #include "supervisor/output_ring.h"
 #include "supervisor/state_dir.h"
@@ -591,6 +592,7 @@ pid_t StartDaemon(wire::Launch launch) {
       if (fd != *listen_fd) ::close(fd);
     }
     sup::DaemonConfig config;
+    config.child_env = sup::BuildEnvironment(launch.env(), launch.inherit_env(), environ);
     config.launch = std::move(launch);
     config.state_dir = g_dir;
     config.listen_fd = *listen_fd;

@@ -36,8 +36,6 @@
 #include "supervisor/state_dir.h"
 #include "tether/protocol/version.h"
 
-extern char** environ;
-
 namespace tether::supervisor {
 namespace {
 
@@ -941,7 +939,7 @@ void Daemon::Fail(wire::ErrorCode code, const absl::Status& why) {
 
 void Daemon::Start() {
   const wire::Launch& l = config_.launch;
-  absl::StatusOr<std::vector<std::string>> env = BuildEnvironment(l.env(), l.inherit_env(), environ);
+  absl::StatusOr<std::vector<std::string>> env = std::move(config_.child_env);
   if (!env.ok()) return Fail(wire::ERROR_INVALID_ARGUMENT, env.status());
   ChildSpec spec;
   spec.argv.assign(l.argv().begin(), l.argv().end());

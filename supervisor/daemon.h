@@ -13,6 +13,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
 
 #include "tether/protocol/tether.pb.h"
 
@@ -34,6 +37,10 @@ struct DaemonConfig {
   wire::Launch launch;
   std::string state_dir;
   int listen_fd = -1;
+  // The child's environment (child.h BuildEnvironment), built by the launch
+  // call from its ambient environment before it erased that (proc_scrub.h);
+  // or why the requested variables were refused.
+  absl::StatusOr<std::vector<std::string>> child_env = std::vector<std::string>{};
 };
 
 // Runs in the detached daemon process; returns its exit status. Removes the

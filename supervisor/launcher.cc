@@ -21,6 +21,7 @@
 #include "supervisor/bridge.h"
 #include "supervisor/daemon.h"
 #include "supervisor/exchange.h"
+#include "supervisor/proc_scrub.h"
 #include "supervisor/state_dir.h"
 
 namespace tether::supervisor {
@@ -200,18 +201,19 @@ int Attach(int sock, const std::string& dir, std::string rest, bool text) {
 }
 }  // namespace
 
-int LaunchExchangeMain(const std::string& relay_id, const std::string& init) {
+int LaunchExchangeMain(const std::string& relay_id, const std::string& init,
+                       std::vector<std::string> ambient_env) {
   g_exchange_relay = relay_id;
   g_exchange_init = init;
-  return LaunchMain(true);
+  return LaunchMain(true, std::move(ambient_env));
 }
 
-int LaunchDirectMain() {
+int LaunchDirectMain(std::vector<std::string> ambient_env) {
   g_direct = true;
-  return LaunchMain(false);
+  return LaunchMain(false, std::move(ambient_env));
 }
 
-int LaunchMain(bool text) {
+int LaunchMain(bool text, std::vector<std::string> ambient_env) {
   g_text = text;
   std::string rest;
   absl::StatusOr<wire::Launch> launch = g_exchange_relay.empty() ? ReadLaunch(&rest) : LaunchFromFile(&rest);
@@ -234,6 +236,7 @@ int LaunchMain(bool text) {
 
   absl::Status created = CreatePrivateDir(dir);
   if (absl::IsAlreadyExists(created)) {
+    EraseStrings(&ambient_env);
     // The same launch id never starts a second child: attach to the first.
     absl::StatusOr<int> sock = ConnectInDir(dir);
     if (!sock.ok()) return Report(wire::ERROR_NOT_FOUND, sock.status());
@@ -252,8 +255,17 @@ int LaunchMain(bool text) {
     char buf[4096];
     if (::getcwd(buf, sizeof(buf)) != nullptr) launch->set_cwd(buf);
   }
+  // The child's environment, while we still have the ambient one; after
+  // this no process of ours holds the scrubbed variables (proc_scrub.h).
+  std::vector<char*> ambient;
+  for (std::string& e : ambient_env) ambient.push_back(e.data());
+  ambient.push_back(nullptr);
+  absl::StatusOr<std::vector<std::string>> child_env =
+      BuildEnvironment(launch->env(), launch->inherit_env(), ambient.data());
+  EraseStrings(&ambient_env);
   if (Daemonize(*listen_fd)) {
     DaemonConfig config;
+    config.child_env = std::move(child_env);
     config.launch = *std::move(launch);
     config.state_dir = dir;
     config.listen_fd = *listen_fd;

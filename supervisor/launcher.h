@@ -9,6 +9,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "tether/protocol/tether.pb.h"
@@ -31,16 +32,20 @@ bool LaunchCancelled(const std::string& state_dir);
 // Checks a Launch before anything is created. kInvalidArgument with the reason.
 absl::Status ValidateLaunch(const wire::Launch& launch);
 
-// Entry point; returns the process exit status.
-int LaunchMain(bool text);
+// Entry point; returns the process exit status. `ambient_env` is the launch
+// call's environment, copied before main() erased it (proc_scrub.h): the
+// child's environment is built from it before the daemon starts, and the
+// copy is erased then.
+int LaunchMain(bool text, std::vector<std::string> ambient_env);
 // The same, except that nothing is bridged: once the daemon listens (or
 // already did, for a repeated launch id) it exits 0 with nothing written, and
 // the host connects to the socket itself. Errors are reported as for launch.
-int LaunchDirectMain();
+int LaunchDirectMain(std::vector<std::string> ambient_env);
 // Exchange mode: the Launch frame (and the host's Hello after it) comes in
 // the host's private file @PATH (read once and removed: never argv), errors
 // go out armored, and a relay (exchange.h) with `relay_id` takes the place
 // of the bridge, sending the Hello first.
-int LaunchExchangeMain(const std::string& relay_id, const std::string& init);
+int LaunchExchangeMain(const std::string& relay_id, const std::string& init,
+                       std::vector<std::string> ambient_env);
 
 }  // namespace tether::supervisor

@@ -39,6 +39,7 @@
 
 #include <doctest.h>
 
+#include "absl/strings/str_split.h"
 #include "protocol/envelope.h"
 #include "supervisor/launcher.h"
 #include "supervisor/output_ring.h"
@@ -187,7 +188,8 @@ std::map<std::string, wire::Ticket>& Tickets() {
 
 class Peer {
  public:
-  explicit Peer(const std::vector<std::string>& args) {
+  // `env`: the process's environment (ours by default).
+  explicit Peer(const std::vector<std::string>& args, char** env = environ) {
     int in[2], out[2], err[2];
     REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
     REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
@@ -210,7 +212,7 @@ class Peer {
     std::vector<char*> argv;
     for (std::string& a : argv_s) argv.push_back(a.data());
     argv.push_back(nullptr);
-    const int rc = ::posix_spawn(&pid_, argv[0], &fa, &attr, argv.data(), environ);
+    const int rc = ::posix_spawn(&pid_, argv[0], &fa, &attr, argv.data(), env);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     ::close(in[0]);
@@ -1618,6 +1620,157 @@ TEST_CASE("a reattach needs the ticket of a reference: missing, altered or expir
   absl::StatusOr<wire::Envelope> ack = c.Receive();
   REQUIRE(ack.ok());
   CHECK(ack->has_status());
+}
+
+}  // namespace
+}  // namespace tether::supervisor
+
+namespace tether::supervisor {
+namespace {
+
+// ------------------------------------------ no secret readable in /proc
+
+// Our environment plus `extra`, as a NULL-terminated array.
+struct Env {
+  explicit Env(const std::vector<std::string>& extra) {
+    for (char** e = environ; *e != nullptr; ++e) entries.emplace_back(*e);
+    entries.insert(entries.end(), extra.begin(), extra.end());
+    for (std::string& e : entries) ptrs.push_back(e.data());
+    ptrs.push_back(nullptr);
+  }
+  char** get() { return ptrs.data(); }
+  std::vector<std::string> entries;
+  std::vector<char*> ptrs;
+};
+
+std::string Printable(std::string s) {
+  std::replace(s.begin(), s.end(), '\0', ' ');
+  return s;
+}
+
+// What a /proc/PID/cmdline holds after argv[0] and argv[1], NULs dropped.
+std::string ArgsAfterMode(const std::string& cmdline) {
+  std::size_t at = cmdline.find('\0');
+  if (at != std::string::npos) at = cmdline.find('\0', at + 1);
+  if (at == std::string::npos) return "";
+  std::string rest = cmdline.substr(at + 1);
+  std::erase(rest, '\0');
+  return rest;
+}
+
+// A long-lived supervisor process shows no environment, nothing after its
+// mode in its command line, and none of `secrets` in either.
+void CheckNothingReadable(pid_t pid, const std::vector<std::string>& secrets, const std::string& what) {
+  CAPTURE(what);
+  CAPTURE(pid);
+  const std::string environ_text = ReadProcFile("/proc/" + std::to_string(pid) + "/environ");
+  const std::string cmdline = ReadProcFile("/proc/" + std::to_string(pid) + "/cmdline");
+  REQUIRE_MESSAGE(!cmdline.empty(), what << " is gone");
+  CHECK_MESSAGE(environ_text.find_first_not_of('\0') == std::string::npos,
+                what << " keeps an environment: " << Printable(environ_text).substr(0, 200));
+  CHECK_MESSAGE(ArgsAfterMode(cmdline).empty(), what << " keeps its arguments: " << Printable(cmdline));
+  for (const std::string& s : secrets) {
+    CHECK_MESSAGE(!Contains(environ_text, s), "a secret in the environment of " << what);
+    CHECK_MESSAGE(!Contains(cmdline, s), "a secret in the command line of " << what);
+  }
+}
+
+// The argv[1] of `pid` ("launch", "bridge", "relay", ...).
+std::string ModeOf(pid_t pid) {
+  const std::string cmdline = ReadProcFile("/proc/" + std::to_string(pid) + "/cmdline");
+  const std::size_t at = cmdline.find('\0');
+  if (at == std::string::npos) return "";
+  return std::string(cmdline.c_str() + at + 1);
+}
+
+TEST_CASE("the child cannot read the launch call's scrubbed variables from its parent, nor from any bridge or relay") {
+  Sandbox sb;
+  const std::string value = "credential-value-" + std::to_string(::getpid()) + "-q7Zx";
+  Env env({"TETHER_TEST_DB_PASSWORD=" + value, "DATABASE_URL=postgres://app:" + value + "@db/app",
+           "GH_PAT=" + value, "PLAIN_TETHER_TEST_VAR=plain-" + value});
+  // The child reads its parent's (the daemon's) environ and cmdline, then
+  // its own environment, and stays until its stdin ends.
+  wire::Launch l = sb.NewLaunch({"sh", "-c",
+                                 "cat /proc/$PPID/environ; printf '\\036'; cat /proc/$PPID/cmdline; "
+                                 "printf '\\036'; env; printf '\\036'; cat"});
+  l.set_inherit_env(true);
+  Peer launch({"launch"}, env.get());
+  REQUIRE(launch.SendAsIs(Wrap(l)));
+  absl::StatusOr<wire::Envelope> reply = launch.Hello(l.secret());
+  REQUIRE_MESSAGE(reply.ok(), reply.status().ToString() << "; stderr: " << launch.stderr_text());
+  REQUIRE_MESSAGE(reply->has_welcome(), reply->DebugString());
+  const pid_t child = reply->welcome().state().pid();
+  const pid_t daemon = ParentOf(child);
+  Transcript t;
+  REQUIRE(launch.CollectUntil(t, [](const Transcript& t) {
+    return std::count(t.data[0].begin(), t.data[0].end(), '\036') == 3;
+  }).ok());
+  std::vector<std::string> seen = absl::StrSplit(t.data[0], '\036');
+  REQUIRE(seen.size() == 4);
+  CHECK_MESSAGE(!Contains(seen[0], value), "the child read a scrubbed variable in /proc/$PPID/environ");
+  CHECK_MESSAGE(seen[0].find_first_not_of('\0') == std::string::npos, "the daemon keeps an environment");
+  CHECK(!Contains(seen[1], value));
+  CHECK(ArgsAfterMode(seen[1]).empty());
+  CHECK(Contains(seen[2], "PLAIN_TETHER_TEST_VAR=plain-" + value + "\n"));  // inherited: passes
+  CHECK(!Contains(seen[2], "TETHER_TEST_DB_PASSWORD"));
+  CHECK(!Contains(seen[2], "DATABASE_URL"));
+  CHECK(!Contains(seen[2], "GH_PAT"));
+
+  const std::vector<std::string> secrets = {value, l.secret()};
+  CheckNothingReadable(daemon, secrets, "the daemon");
+  CheckNothingReadable(launch.pid(), secrets, "the launch call, now the first bridge");
+
+  launch.Send(Detach());
+  REQUIRE(launch.CollectUntilClosed(t).ok());
+  Peer bridge({"bridge", l.state_dir()}, env.get());
+  reply = bridge.Hello(l.secret());
+  REQUIRE(reply.ok());
+  REQUIRE(reply->has_welcome());
+  CheckNothingReadable(bridge.pid(), secrets, "a bridge");
+
+  // A relay whose host has sent nothing yet (an empty file of frames).
+  const std::string init = sb.tmp / "relay-init";
+  { std::ofstream f(init); }
+  REQUIRE(::chmod(init.c_str(), 0600) == 0);
+  Peer relay({"relay", l.state_dir(), "relay1", "@" + init}, env.get());
+  REQUIRE(relay.WaitExit().has_value());
+  pid_t relay_pid = -1;
+  for (pid_t k : ChildrenOf(::getpid())) {
+    if (ModeOf(k) == "relay") relay_pid = k;  // detached, so reparented to us
+  }
+  REQUIRE(relay_pid > 0);
+  CheckNothingReadable(relay_pid, secrets, "the relay");
+}
+
+TEST_CASE("an exchange launch's daemon and relay keep no environment or arguments") {
+  Sandbox sb;
+  const std::string value = "credential-value-" + std::to_string(::getpid()) + "-x3Kv";
+  Env env({"SMTP_PASS=" + value, "MYSQL_PWD=" + value});
+  const wire::Launch l = sb.NewLaunch({"cat"});
+  // The host's private file: the Launch, then its Hello.
+  wire::Envelope hello;
+  hello.mutable_hello()->set_secret(l.secret());
+  hello.mutable_hello()->set_min_version(kProtocolVersion);
+  hello.mutable_hello()->set_max_version(kProtocolVersion);
+  const std::string init = sb.tmp / "init";
+  {
+    std::ofstream f(init, std::ios::binary);
+    f << protocol::EncodeEnvelope(Wrap(l)) << protocol::EncodeEnvelope(hello);
+  }
+  REQUIRE(::chmod(init.c_str(), 0600) == 0);
+  Peer launch({"launch", "--exchange", "relay1", "@" + init}, env.get());
+  std::optional<int> st = launch.WaitExit();
+  REQUIRE(st.has_value());
+  REQUIRE(WIFEXITED(*st));
+  REQUIRE(WEXITSTATUS(*st) == 0);
+  // Left running, both reparented to us: the daemon and the relay.
+  int checked = 0;
+  for (pid_t k : ChildrenOf(::getpid())) {
+    if (!Alive(k)) continue;
+    CheckNothingReadable(k, {value, l.secret(), init}, ModeOf(k) + " process " + std::to_string(k));
+    ++checked;
+  }
+  CHECK(checked == 2);
 }
 
 }  // namespace

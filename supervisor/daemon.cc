@@ -74,6 +74,13 @@ bool SecretsEqual(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
+// Terminate's sweep of what escaped the child's group: how long it goes on
+// killing and reaping while processes keep being reparented to us, and the
+// pauses between its rounds (doubling from the first).
+constexpr milliseconds kOrphanSweepMs{3000};
+constexpr milliseconds kOrphanSweepFirstPause{5};
+constexpr milliseconds kOrphanSweepMaxPause{100};
+
 // Sends `sig` to every process whose parent is us: descendants that left the
 // child's process group (setsid) and were reparented to us, the subreaper,
 // when their parent died. Returns how many there were, zombies included
@@ -281,7 +288,8 @@ class Daemon {
   void ArmLinger();
   void ArmAbandon();
   void Shutdown();
-  void ReapKilledOrphans();
+  void SweepOrphans();
+  void SweepOrphansRound();
 
   DaemonConfig config_;
   asio::io_context io_{1};
@@ -304,6 +312,11 @@ class Daemon {
   asio::steady_timer abandon_timer_;  // end_with_host: no attachment for a lease
   bool abandoned_ = false;            // end_with_host and its host is gone for good
   asio::steady_timer kill_timer_;
+  // Terminate's orphan sweep (SweepOrphans): rounds until none is left.
+  asio::steady_timer sweep_timer_;
+  bool sweeping_ = false;
+  steady_clock::time_point sweep_deadline_;
+  milliseconds sweep_pause_ = kOrphanSweepFirstPause;
   asio::steady_timer drain_timer_;
   bool output_cut_ = false;
   bool terminating_ = false;
@@ -688,6 +701,7 @@ Daemon::Daemon(DaemonConfig config)
       hold_timer_(io_),
       abandon_timer_(io_),
       kill_timer_(io_),
+      sweep_timer_(io_),
       drain_timer_(io_) {
   std::size_t cap = config_.launch.ring_bytes() ? config_.launch.ring_bytes() : kDefaultRingBytes;
   cap = std::clamp(cap, kMinRingBytes, kMaxRingBytes);
@@ -885,9 +899,9 @@ void Daemon::Terminate(unsigned grace_ms) {
   ::kill(-pgid_, SIGTERM);
   kill_timer_.expires_after(milliseconds(grace_ms));
   kill_timer_.async_wait([this](boost::system::error_code ec) {
-    if (ec || exit_ || pgid_ <= 1) return;
-    ::kill(-pgid_, SIGKILL);
-    SignalOrphans(SIGKILL);
+    if (ec || pgid_ <= 1) return;
+    if (!exit_) ::kill(-pgid_, SIGKILL);
+    SweepOrphans();
   });
 }
 
@@ -907,22 +921,41 @@ void Daemon::Shutdown() {
   boost::system::error_code ec;
   acceptor_.close(ec);
   if (auto a = attachment_.lock()) a->Close();
-  if (terminating_) ReapKilledOrphans();
-  io_.stop();
+  // After a terminate, what escaped the group is killed and reaped before we
+  // leave; the sweep stops the loop when it is done.
+  if (terminating_) SweepOrphans();
+  if (!sweeping_) io_.stop();
 }
 
-void Daemon::ReapKilledOrphans() {
-  // What escaped with setsid was SIGKILLed and is ours to reap: leaving
-  // before it is reaped would hand its zombie to an init that may never reap
-  // it (a sandbox whose pid 1 is `sleep`), and it would look alive. Killed
-  // processes go within milliseconds; this waits at most a second.
-  SignalOrphans(SIGKILL);
-  for (int i = 0; i < 100; ++i) {
-    int status = 0;
-    const pid_t p = ::waitpid(-1, &status, WNOHANG);
-    if (p < 0 && errno == ECHILD) return;  // none left
-    if (p <= 0) ::usleep(10 * 1000);
+void Daemon::SweepOrphans() {
+  // Terminate means everything the child started, not only its group. What
+  // escaped with setsid is reparented to us only when its parent dies, and
+  // its own children only after it died in turn (setsid sh -c '...; sleep':
+  // the sleep outlives the killed sh), so one pass misses them: rounds go on
+  // until no process has us for its parent, for at most kOrphanSweepMs. A
+  // zombie left to an init that never reaps (a sandbox whose pid 1 is
+  // `sleep`) would look alive: everything killed is reaped here too.
+  if (sweeping_) return;
+  sweeping_ = true;
+  sweep_deadline_ = steady_clock::now() + kOrphanSweepMs;
+  sweep_pause_ = kOrphanSweepFirstPause;
+  SweepOrphansRound();
+}
+
+void Daemon::SweepOrphansRound() {
+  Reap();  // what the last round killed
+  if (SignalOrphans(SIGKILL) == 0 || steady_clock::now() >= sweep_deadline_) {
+    sweeping_ = false;
+    if (shut_down_) io_.stop();
+    return;
   }
+  sweep_timer_.expires_after(sweep_pause_);
+  sweep_pause_ = std::min(2 * sweep_pause_, kOrphanSweepMaxPause);
+  sweep_timer_.async_wait([this](boost::system::error_code ec) {
+    if (!ec) return SweepOrphansRound();
+    sweeping_ = false;
+    if (shut_down_) io_.stop();
+  });
 }
 
 void Daemon::Fail(wire::ErrorCode code, const absl::Status& why) {
@@ -1109,9 +1142,8 @@ void Daemon::RecordExit(int status, const struct rusage& ru) {
   raw_status_ = status;
   rusage_ = ru;
   kill_timer_.cancel();
-  // Terminate means everything the child started, not only its group: what
-  // escaped with setsid and is now ours goes too.
-  if (terminating_) SignalOrphans(SIGKILL);
+  // Terminate means everything the child started, not only its group.
+  if (terminating_) SweepOrphans();
   if (!streams_[0]->eof || !streams_[1]->eof) {
     const unsigned drain = config_.launch.drain_ms() ? config_.launch.drain_ms() : kDefaultDrainMs;
     drain_timer_.expires_after(milliseconds(drain));

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -1771,6 +1772,51 @@ TEST_CASE("an exchange launch's daemon and relay keep no environment or argument
     ++checked;
   }
   CHECK(checked == 2);
+}
+
+// ------------------------------------------------- terminate sweeps all
+
+TEST_CASE("terminate leaves no descendant behind: TERM-ignoring sessions and what they started") {
+  Sandbox sb;
+  // Every descendant inherits the mark; six of them leave the child's group
+  // and session (setsid) 100 ms apart, ignore TERM, and each starts a sleep
+  // that is reparented to the daemon only once its shell was killed.
+  const std::string mark = "SWEEP_TEST_MARK=" + std::to_string(::getpid()) + "-" + std::to_string(::time(nullptr));
+  wire::Launch l = sb.NewLaunch(
+      {"sh", "-c",
+       "for i in 1 2 3 4 5 6; do setsid sh -c 'trap \"\" TERM; sleep 1000' & sleep 0.1; done; echo started; wait"},
+      false);
+  wire::EnvVar* v = l.add_env();
+  v->set_name(mark.substr(0, mark.find('=')));
+  v->set_value(mark.substr(mark.find('=') + 1));
+  Attached a = sb.Start(l);
+  const pid_t daemon = ParentOf(a.welcome.state().pid());
+  REQUIRE(daemon > 0);
+  auto marked = [&] {
+    std::vector<pid_t> out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+      if (Contains(ReadProcFile("/proc/" + name + "/environ"), mark + std::string(1, '\0'))) {
+        out.push_back(std::stoi(name));
+      }
+    }
+    return out;
+  };
+  Transcript t;
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return t.data[0] == "started\n"; }).ok());
+  REQUIRE(Eventually([&] { return marked().size() >= 13; }, milliseconds(3000)));  // sh, 6 x (sh, sleep)
+  wire::Envelope term;
+  term.mutable_terminate()->set_grace_ms(100);
+  a.peer->Send(term);
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return t.exit.has_value(); }).ok());
+  CHECK(t.exit->signal() == SIGTERM);
+  CHECK_MESSAGE(Eventually([&] { return marked().empty(); }, milliseconds(5000)),
+                marked().size() << " descendants survived the terminate");
+  // And the daemon reaped them all: no zombie is left for an init that may never reap.
+  CHECK(Eventually([&] { return ChildrenOf(daemon).empty(); }, milliseconds(5000)));
+  CHECK(Alive(daemon));  // the exit record waits for the host
 }
 
 }  // namespace

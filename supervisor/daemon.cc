@@ -1,6 +1,7 @@
 #include "supervisor/daemon.h"
 
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -28,6 +29,7 @@
 #include "protocol/envelope.h"
 #include "protocol/sha256.h"
 #include "protocol/status_macros.h"
+#include "supervisor/admission.h"
 #include "supervisor/async.h"
 #include "supervisor/child.h"
 #include "supervisor/launcher.h"
@@ -49,7 +51,6 @@ constexpr std::size_t kReadBufferBytes = 64 * 1024;
 constexpr std::size_t kMaxBatchBytes = 256 * 1024;  // frames coalesced per socket write
 constexpr int kNumStreams = 2;                      // stdout, stderr
 constexpr int kZstdSkipFrames = 64;               // after a frame zstd could not shrink
-constexpr std::size_t kMaxConnections = 8;          // open at once, authenticated or not
 constexpr unsigned kAbandonGraceMs = 2000;          // SIGTERM -> SIGKILL for an abandoned run
 constexpr std::int64_t kTicketLifetimeSeconds = 24 * 3600;  // a reference lives at most this long
 
@@ -305,7 +306,20 @@ class Daemon {
   struct rusage rusage_ {};
   std::uint64_t generation_ = 0;
   std::weak_ptr<Attachment> attachment_;
-  std::size_t connections_ = 0;
+  // Connection bookkeeping (admission.h): every open connection, so that
+  // the owner always gets in.
+  struct Connection {
+    std::weak_ptr<Attachment> attachment;
+    int fd = -1;  // its socket, for FIONREAD; open while the attachment is
+    steady_clock::time_point accepted;
+    bool pressed = false;  // open under pressure: kPressuredHelloMs to authenticate
+  };
+  void PruneConnections();
+  bool MakeRoom();
+  void ArmHelloPressure();
+  std::vector<Connection> connections_;
+  asio::steady_timer pressure_timer_;
+  bool pressure_armed_ = false;
   asio::steady_timer linger_;
   asio::steady_timer hold_timer_;  // ends hold_output_
   bool hold_output_ = false;       // a lost attachment's backpressure lasts a lease
@@ -702,6 +716,7 @@ Daemon::Daemon(DaemonConfig config)
       abandon_timer_(io_),
       kill_timer_(io_),
       sweep_timer_(io_),
+      pressure_timer_(io_),
       drain_timer_(io_) {
   std::size_t cap = config_.launch.ring_bytes() ? config_.launch.ring_bytes() : kDefaultRingBytes;
   cap = std::clamp(cap, kMinRingBytes, kMaxRingBytes);
@@ -1105,18 +1120,73 @@ awaitable<void> Daemon::AcceptLoop() {
     struct ucred cred {};
     socklen_t len = sizeof(cred);
     if (::getsockopt(sock.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
-        cred.uid != ::geteuid() || connections_ >= kMaxConnections) {
+        cred.uid != ::geteuid() || !MakeRoom()) {
       boost::system::error_code ignored;
-      sock.close(ignored);  // another uid, or a flood: no bytes, no state
+      sock.close(ignored);  // another uid, or all taken by authenticated ones: no bytes, no state
       continue;
     }
+    const int fd = sock.native_handle();
     auto a = std::make_shared<Attachment>(*this, std::move(sock), cred.pid);
-    ++connections_;
-    asio::co_spawn(io_, [this, a]() -> awaitable<void> {
-      co_await a->Run();
-      --connections_;
-    }, RethrowOnError);
+    connections_.push_back({a, fd, steady_clock::now()});
+    asio::co_spawn(io_, [a]() -> awaitable<void> { co_await a->Run(); }, RethrowOnError);
+    ArmHelloPressure();
   }
+}
+
+void Daemon::PruneConnections() {
+  std::erase_if(connections_, [](const Connection& c) {
+    auto a = c.attachment.lock();
+    return !a || a->closed();
+  });
+}
+
+bool Daemon::MakeRoom() {
+  PruneConnections();
+  if (connections_.size() < kMaxConnections) return true;
+  std::vector<ConnectionView> views;
+  for (const Connection& c : connections_) {
+    int waiting = 0;
+    views.push_back({c.attachment.lock()->authenticated(),
+                     ::ioctl(c.fd, FIONREAD, &waiting) == 0 && waiting > 0, c.accepted});
+  }
+  const std::optional<std::size_t> victim = PickEviction(views);
+  if (!victim) return false;
+  connections_[*victim].attachment.lock()->Close();
+  connections_.erase(connections_.begin() + static_cast<std::ptrdiff_t>(*victim));
+  return true;
+}
+
+void Daemon::ArmHelloPressure() {
+  // A connection open while kPressureConnections unauthenticated ones are
+  // has kPressuredHelloMs to authenticate; the timer fires at the first
+  // such deadline.
+  if (shut_down_) return;
+  PruneConnections();
+  std::size_t unauthenticated = 0;
+  for (const Connection& c : connections_) unauthenticated += !c.attachment.lock()->authenticated();
+  std::optional<steady_clock::time_point> next;
+  for (Connection& c : connections_) {
+    if (c.attachment.lock()->authenticated()) continue;
+    c.pressed = c.pressed || unauthenticated >= kPressureConnections;
+    if (c.pressed && (!next || c.accepted + kPressuredHelloMs < *next)) next = c.accepted + kPressuredHelloMs;
+  }
+  if (!next || (pressure_armed_ && pressure_timer_.expiry() <= *next)) return;
+  pressure_armed_ = true;
+  pressure_timer_.expires_at(*next);  // cancels a wait for a later deadline
+  pressure_timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec == asio::error::operation_aborted) return;  // moved to an earlier deadline
+    pressure_armed_ = false;
+    if (ec || shut_down_) return;
+    const auto now = steady_clock::now();
+    PruneConnections();
+    std::vector<std::shared_ptr<Attachment>> late;
+    for (const Connection& c : connections_) {
+      auto a = c.attachment.lock();
+      if (c.pressed && !a->authenticated() && now - c.accepted >= kPressuredHelloMs) late.push_back(a);
+    }
+    for (auto& a : late) a->Close();
+    ArmHelloPressure();
+  });
 }
 
 awaitable<void> Daemon::Reaper() {

@@ -42,6 +42,8 @@
 
 #include "absl/strings/str_split.h"
 #include "protocol/envelope.h"
+#include "protocol/frame.h"
+#include "supervisor/admission.h"
 #include "supervisor/launcher.h"
 #include "supervisor/output_ring.h"
 #include "supervisor/proc.h"
@@ -1817,6 +1819,71 @@ TEST_CASE("terminate leaves no descendant behind: TERM-ignoring sessions and wha
   // And the daemon reaped them all: no zombie is left for an init that may never reap.
   CHECK(Eventually([&] { return ChildrenOf(daemon).empty(); }, milliseconds(5000)));
   CHECK(Alive(daemon));  // the exit record waits for the host
+}
+
+// --------------------------------------------------- the owner gets in
+
+TEST_CASE("the owner always gets in: 60 unauthenticated connections give way to a hello with the right secret") {
+  Sandbox sb;
+  const wire::Launch l = sb.NewLaunch({"cat"});
+  Attached a = sb.Start(l);
+  a.peer->Send(Detach());
+  Transcript t0;
+  REQUIRE(a.peer->CollectUntilClosed(t0).ok());
+  // A third of the intruders start a frame they never finish; the rest say nothing.
+  char partial[protocol::kFrameHeaderBytes + 4] = {};
+  protocol::PutFrameHeader(0, 100, partial);
+  std::vector<int> held;
+  for (std::uint64_t round = 1; round <= 3; ++round) {
+    CAPTURE(round);
+    for (int i = 0; i < 60; ++i) {
+      absl::StatusOr<int> fd = ConnectInDir(l.state_dir());
+      REQUIRE_MESSAGE(fd.ok(), fd.status().ToString());
+      if (i % 3 == 0) (void)!::write(*fd, partial, sizeof(partial));
+      held.push_back(*fd);
+    }
+    wire::Welcome w;
+    std::unique_ptr<Peer> p = sb.Attach(l, {}, &w);
+    CHECK(w.generation() == round + 1);
+    p->Send(Detach());
+    Transcript t;
+    REQUIRE(p->CollectUntilClosed(t).ok());
+  }
+  for (int fd : held) ::close(fd);
+}
+
+// True when the daemon closed `fd` (EOF or a reset), waiting up to `timeout`.
+bool ClosedByPeer(int fd, milliseconds timeout) {
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
+  char c;
+  return ::read(fd, &c, 1) <= 0;
+}
+
+TEST_CASE("under pressure unauthenticated connections get less time to say hello; one alone gets the full time") {
+  Sandbox sb;
+  const wire::Launch l = sb.NewLaunch({"cat"});
+  Attached a = sb.Start(l);  // holds the output: authenticated, never counted
+  absl::StatusOr<int> alone = ConnectInDir(l.state_dir());
+  REQUIRE(alone.ok());
+  CHECK_FALSE(ClosedByPeer(*alone, kPressuredHelloMs + milliseconds(1500)));
+  ::close(*alone);
+  std::vector<int> silent;
+  for (std::size_t i = 0; i < kPressureConnections; ++i) {
+    absl::StatusOr<int> fd = ConnectInDir(l.state_dir());
+    REQUIRE(fd.ok());
+    silent.push_back(*fd);
+  }
+  const auto start = steady_clock::now();
+  for (int fd : silent) {
+    CHECK(ClosedByPeer(fd, milliseconds(kHelloTimeoutMs) - milliseconds(3000)));
+    ::close(fd);
+  }
+  CHECK(steady_clock::now() - start < milliseconds(kHelloTimeoutMs) - milliseconds(2000));
+  // The owner's attachment is untouched.
+  a.peer->Send(StdinData(0, "still here"));
+  Transcript t;
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return t.data[0] == "still here"; }).ok());
 }
 
 }  // namespace

@@ -240,17 +240,26 @@ int StartRelay(int daemon_sock, const std::string& state_dir, const std::string&
     return 1;
   }
   const pid_t p = ::fork();
-  if (p < 0) return 1;
+  int st = 0;
   if (p > 0) {
-    int st;
     while (::waitpid(p, &st, 0) < 0 && errno == EINTR) {
     }
+  }
+  if (p < 0 || (WIFEXITED(st) && WEXITSTATUS(st) == 1)) {
+    // No relay runs (a fork failed): nothing of it stays behind.
+    ::close(*listen);
+    RemovePrivateDir(dir);
+    std::fprintf(stderr, "tether-supervisor relay: cannot start the relay: fork failed\n");
+    return 1;
+  }
+  if (p > 0) {
     std::puts("tether-relay-ok");
     std::fflush(stdout);
     return 0;
   }
   ::setsid();
-  if (::fork() != 0) ::_exit(0);
+  const pid_t relay = ::fork();
+  if (relay != 0) ::_exit(relay > 0 ? 0 : 1);
   const int null = ::open("/dev/null", O_RDWR);
   ::dup2(null, 0), ::dup2(null, 1), ::dup2(null, 2);
   if (null > 2) ::close(null);

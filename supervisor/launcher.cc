@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "protocol/envelope.h"
@@ -100,18 +101,30 @@ void CloseFdsExcept(int keep) {
   for (int fd = keep + 1; fd < 65536; ++fd) ::close(fd);
 }
 
-// Returns in the daemon process only; the launcher process returns false.
-bool Daemonize(int listen_fd) {
+enum class Forked {
+  kDaemon,    // we are the daemon
+  kLauncher,  // we are the launch call, and the daemon runs
+  kFailed,    // no daemon: a fork failed (errno is the first fork's, or EAGAIN)
+};
+
+// Double fork: the daemon is reparented away from the launch call, in its
+// own session.
+Forked Daemonize(int listen_fd) {
   const pid_t p = ::fork();
-  if (p < 0) return false;
+  if (p < 0) return Forked::kFailed;
   if (p > 0) {
-    int st;
+    int st = 0;
     while (::waitpid(p, &st, 0) < 0 && errno == EINTR) {
     }
-    return false;
+    // Status 1: its fork failed. (Killed by a signal, it may have forked
+    // first: then the connect below tells.)
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 1) return Forked::kLauncher;
+    errno = EAGAIN;
+    return Forked::kFailed;
   }
   ::setsid();  // leave the exec call's session: its hangup never reaches us
-  if (::fork() != 0) ::_exit(0);
+  const pid_t daemon = ::fork();
+  if (daemon != 0) ::_exit(daemon > 0 ? 0 : 1);
   const int null = ::open("/dev/null", O_RDWR);
   ::dup2(null, 0);
   ::dup2(null, 1);
@@ -122,7 +135,7 @@ bool Daemonize(int listen_fd) {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   ::signal(SIGPIPE, SIG_IGN);
   ::signal(SIGHUP, SIG_IGN);
-  return true;
+  return Forked::kDaemon;
 }
 
 }  // namespace
@@ -263,7 +276,9 @@ int LaunchMain(bool text, std::vector<std::string> ambient_env) {
   absl::StatusOr<std::vector<std::string>> child_env =
       BuildEnvironment(launch->env(), launch->inherit_env(), ambient.data());
   EraseStrings(&ambient_env);
-  if (Daemonize(*listen_fd)) {
+  const Forked forked = Daemonize(*listen_fd);
+  const int fork_errno = errno;
+  if (forked == Forked::kDaemon) {
     DaemonConfig config;
     config.child_env = std::move(child_env);
     config.launch = *std::move(launch);
@@ -272,6 +287,13 @@ int LaunchMain(bool text, std::vector<std::string> ambient_env) {
     ::_exit(RunDaemon(std::move(config)));
   }
   ::close(*listen_fd);
+  if (forked == Forked::kFailed) {
+    // Nothing runs: leave nothing behind either.
+    RemovePrivateDir(dir);
+    return Report(wire::ERROR_INTERNAL,
+                  absl::ResourceExhaustedError(absl::StrCat("cannot start the daemon: fork: ",
+                                                            std::strerror(fork_errno), "; nothing was started")));
+  }
   if (g_direct) return 0;  // the daemon listens; the host connects itself
   absl::StatusOr<int> sock = ConnectInDir(dir);
   if (!sock.ok()) return Report(wire::ERROR_INTERNAL, sock.status());

@@ -10,12 +10,14 @@
 #include "supervisor/daemon.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1884,6 +1886,75 @@ TEST_CASE("under pressure unauthenticated connections get less time to say hello
   a.peer->Send(StdinData(0, "still here"));
   Transcript t;
   REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return t.data[0] == "still here"; }).ok());
+}
+
+// ------------------------------------------- a failed fork leaves nothing
+
+// Runs `tether-supervisor launch` as `uid` with RLIMIT_NPROC at `nproc` (a
+// fork beyond it fails with EAGAIN), sends `l`, and returns its stdout.
+std::string LaunchWithProcessLimit(const wire::Launch& l, uid_t uid, rlim_t nproc) {
+  int in[2], out[2];
+  REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
+  REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(in[0], 0);
+    ::dup2(out[1], 1);
+    const int null = ::open("/dev/null", O_WRONLY);  // its message is in the frame
+    ::dup2(null, 2);
+    if (::setgroups(0, nullptr) != 0 || ::setgid(uid) != 0 || ::setuid(uid) != 0) ::_exit(120);
+    const struct rlimit limit = {nproc, nproc};
+    if (::setrlimit(RLIMIT_NPROC, &limit) != 0) ::_exit(121);
+    const char* path = SupervisorPath();
+    char* const argv[] = {const_cast<char*>(path), const_cast<char*>("launch"), nullptr};
+    ::execv(path, argv);
+    ::_exit(122);
+  }
+  ::close(in[0]);
+  ::close(out[1]);
+  const std::string frame = protocol::EncodeEnvelope(Wrap(l));
+  REQUIRE(::write(in[1], frame.data(), frame.size()) == static_cast<ssize_t>(frame.size()));
+  ::close(in[1]);
+  std::optional<std::string> got = testing::ReadToEof(out[0]);
+  ::close(out[0]);
+  std::optional<int> st = WaitPid(pid);
+  REQUIRE(st.has_value());
+  REQUIRE_MESSAGE((!WIFEXITED(*st) || WEXITSTATUS(*st) < 120), "the launch could not be run as uid " << uid);
+  REQUIRE(got.has_value());
+  return *got;
+}
+
+TEST_CASE("a daemon that cannot be forked leaves no private directory behind and says why") {
+  if (::geteuid() != 0) {
+    MESSAGE("needs root to run as a uid with a process limit; CI runs as root");
+    return;
+  }
+  Sandbox sb;
+  // A uid with no other process (one per test process, for parallel runs):
+  // its count is the launch call alone.
+  const uid_t kUid = 40000 + static_cast<uid_t>(::getpid() % 20000);
+  REQUIRE(::chmod(sb.tmp.path().c_str(), 0711) == 0);
+  const std::string root = sb.tmp / "root";
+  REQUIRE(::mkdir(root.c_str(), 0700) == 0);
+  REQUIRE(::chown(root.c_str(), kUid, kUid) == 0);
+  // 1: the first fork (the launch call's) fails; 2: the second (in the
+  // process between the launch call and the daemon) fails.
+  for (rlim_t nproc : {1, 2}) {
+    CAPTURE(nproc);
+    wire::Launch l = sb.NewLaunch({"/bin/true"}, false);
+    l.set_state_dir(root + "/run/" + l.launch_id());
+    const std::string out = LaunchWithProcessLimit(l, kUid, nproc);
+    protocol::EnvelopeDecoder decoder;
+    std::string_view in(out);
+    wire::Envelope env;
+    absl::StatusOr<bool> got = decoder.Next(&in, &env);
+    REQUIRE(got.ok());
+    REQUIRE_MESSAGE(*got, "no frame from the launch call");
+    REQUIRE(env.has_error());
+    CHECK(env.error().fatal());
+    CHECK_MESSAGE(Contains(env.error().message(), "fork"), env.error().message());
+    CHECK_MESSAGE(!PathExists(l.state_dir()), "left behind: " << l.state_dir());
+  }
 }
 
 }  // namespace

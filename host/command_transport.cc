@@ -41,9 +41,11 @@ class CommandTransport final : public Transport {
   asio::awaitable<absl::StatusOr<SandboxInfo>> Probe() override {
     if (info_) co_return *info_;
     // The private root: created 0700, and refused when it is a symlink or
-    // someone else's.
+    // someone else's. TMPDIR only when absolute: a relative one would put it
+    // in whatever directory the channel's shell starts in.
     const std::string script =
-        "r=\"${TMPDIR:-/tmp}/tether-$(id -u)\"; umask 077; "
+        "case \"${TMPDIR-}\" in /*) t=$TMPDIR ;; *) t=/tmp ;; esac; "
+        "r=\"$t/tether-$(id -u)\"; umask 077; "
         "if [ -L \"$r\" ] || { [ -e \"$r\" ] && [ ! -O \"$r\" ]; }; then "
         "echo \"tether-probe-bad $r is a symlink or not ours\"; exit 1; fi; "
         "mkdir -p \"$r/run\" \"$r/bin\" && chmod 700 \"$r\" \"$r/run\" \"$r/bin\" && "

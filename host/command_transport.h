@@ -12,12 +12,13 @@
 // The sandbox needs a POSIX sh, uname, id, mkdir, chmod, mv, head and
 // sha256sum (coreutils or busybox), and base64 for text tunnels. Probe
 // detects the architecture (uname -m)
-// and makes a private directory ${TMPDIR:-/tmp}/tether-<uid> (0700, ours,
-// not a symlink). The supervisor is uploaded through the channel as exact
-// bytes (through text tunnels: as base64 pieces in command lines, no stdin
-// needed), checked with sha256 inside the sandbox, installed atomically under a
-// content-addressed name, and reused when it is already there: a second start
-// uploads nothing and, within one transport, does not even look.
+// and makes a private directory $TMPDIR/tether-<uid> (0700, ours, not a
+// symlink; /tmp when TMPDIR is unset or not absolute). The supervisor is
+// uploaded through the channel as exact bytes (through text tunnels: as
+// base64 pieces in command lines, no stdin needed), checked with sha256
+// inside the sandbox, installed atomically under a content-addressed name,
+// and reused when it is already there: a second start uploads nothing and,
+// within one transport, does not even look.
 #pragma once
 
 #include <functional>

@@ -127,6 +127,20 @@ TEST_CASE("a symlink at the private directory's place is refused, not followed")
   CHECK(std::filesystem::is_empty(s.dir + "/elsewhere"));
 }
 
+TEST_CASE("a relative TMPDIR is not used: the private directory goes to /tmp, nothing to the shell's directory") {
+  Scratch s;
+  // The channel's shell starts in s.dir with TMPDIR relative to it.
+  const std::vector<std::string> prefix = {
+      "sh", "-c", absl::StrCat("cd '", s.dir, "' && export TMPDIR=relative-tmp && exec sh -c \"$1\""),
+      "tether-test"};
+  RunWith(prefix, [&](Transport& t) -> awaitable<void> {
+    absl::StatusOr<SandboxInfo> info = co_await t.Probe();
+    REQUIRE_MESSAGE(info.ok(), info.status().ToString());
+    CHECK(info->state_root == absl::StrCat("/tmp/tether-", ::getuid(), "/run"));
+  });
+  CHECK_FALSE(std::filesystem::exists(s.dir + "/relative-tmp"));
+}
+
 TEST_CASE("argv reaches the sandbox exactly through the shell command line") {
   Scratch s;
   RunWith(s.Prefix(), [&](Transport& t) -> awaitable<void> {

@@ -201,6 +201,23 @@ TEST_CASE("an upload corrupted on the way fails its sha256 check and installs no
   });
 }
 
+TEST_CASE("an upload cut short by a full disk leaves no partial file") {
+  Scratch s;
+  // The sandbox's disk takes 64 KiB of the upload, then refuses (a file
+  // size limit: the write fails as it would on a full disk).
+  const std::string filter =
+      "case \"$1\" in *'head -c'*) ulimit -f 128; exec sh -c \"$1\";; *) exec sh -c \"$1\";; esac";
+  RunWith(s.Prefix(filter), [&](Transport& t) -> awaitable<void> {
+    StartOptions o;
+    o.argv = {"true"};
+    auto p = co_await Process::Start(t, o);
+    REQUIRE(!p.ok());
+    absl::StatusOr<SandboxInfo> info = co_await t.Probe();
+    REQUIRE(info.ok());
+    CHECK(std::filesystem::is_empty(info->bin_dir));  // no partial or temporary file
+  });
+}
+
 TEST_CASE("through a channel whose input passes only printable text, the upload goes as text and bytes stay exact") {
   Scratch s;
   // Everything the host sends loses its non-text bytes (a text-only API).

@@ -118,6 +118,7 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   // A control attachment (Hello.control): requests only, beside the one
   // that holds the output.
   bool control() const { return is_control_; }
+  pid_t peer_pid() const { return peer_pid_; }
   std::uint64_t generation() const { return generation_; }
   void Wake() { wake_.Notify(); }
   void Queue(const wire::Envelope& env);
@@ -325,6 +326,7 @@ class Daemon {
   bool hold_output_ = false;       // a lost attachment's backpressure lasts a lease
   asio::steady_timer abandon_timer_;  // end_with_host: no attachment for a lease
   bool abandoned_ = false;            // end_with_host and its host is gone for good
+  pid_t last_peer_pid_ = 0;           // of the newest output attachment
   asio::steady_timer kill_timer_;
   // Terminate's orphan sweep (SweepOrphans): rounds until none is left.
   asio::steady_timer sweep_timer_;
@@ -788,6 +790,7 @@ absl::StatusOr<std::uint64_t> Daemon::Attach(const std::shared_ptr<Attachment>& 
   hold_output_ = false;
   hold_timer_.cancel();
   abandon_timer_.cancel();
+  last_peer_pid_ = a->peer_pid();
   return ++generation_;
 }
 
@@ -818,6 +821,10 @@ void Daemon::ArmAbandon() {
   abandon_timer_.expires_after(milliseconds(lease));
   abandon_timer_.async_wait([this](boost::system::error_code ec) {
     if (ec || exit_ || shut_down_ || !attachment_.expired()) return;
+    if (ProcessStopped(config_.launcher_parent) || ProcessStopped(last_peer_pid_)) {
+      ArmAbandon();  // the host is stopped (Ctrl-Z), not gone: wait for it
+      return;
+    }
     abandoned_ = true;
     Terminate(kAbandonGraceMs);
     if (pgid_ <= 1) Shutdown();  // nothing runs (never started)
@@ -909,9 +916,15 @@ awaitable<void> Daemon::WriteTerminalEof() {
 }
 
 void Daemon::Terminate(unsigned grace_ms) {
-  if (terminating_ || exit_ || pgid_ <= 1) return;
+  if (terminating_ || pgid_ <= 1) return;
   terminating_ = true;
-  ::kill(-pgid_, SIGTERM);
+  // Once the exit is recorded the group's id may belong to someone else:
+  // only what escaped and is ours (our orphans) is signalled then.
+  if (exit_) {
+    SignalOrphans(SIGTERM);
+  } else {
+    ::kill(-pgid_, SIGTERM);
+  }
   kill_timer_.expires_after(milliseconds(grace_ms));
   kill_timer_.async_wait([this](boost::system::error_code ec) {
     if (ec || pgid_ <= 1) return;

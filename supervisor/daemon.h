@@ -41,6 +41,10 @@ struct DaemonConfig {
   // call from its ambient environment before it erased that (proc_scrub.h);
   // or why the requested variables were refused.
   absl::StatusOr<std::vector<std::string>> child_env = std::vector<std::string>{};
+  // The process that ran the launch call (on the local provider: the host
+  // itself). While it is stopped (Ctrl-Z before it attached), an
+  // end_with_host process is not abandoned.
+  pid_t launcher_parent = 0;
 };
 
 // Runs in the detached daemon process; returns its exit status. Removes the

@@ -228,6 +228,7 @@ int LaunchDirectMain(std::vector<std::string> ambient_env) {
 
 int LaunchMain(bool text, std::vector<std::string> ambient_env) {
   g_text = text;
+  const pid_t launcher_parent = ::getppid();
   std::string rest;
   absl::StatusOr<wire::Launch> launch = g_exchange_relay.empty() ? ReadLaunch(&rest) : LaunchFromFile(&rest);
   if (!launch.ok() && text && absl::IsDataLoss(launch.status())) {
@@ -284,6 +285,7 @@ int LaunchMain(bool text, std::vector<std::string> ambient_env) {
     config.launch = *std::move(launch);
     config.state_dir = dir;
     config.listen_fd = *listen_fd;
+    config.launcher_parent = launcher_parent;
     ::_exit(RunDaemon(std::move(config)));
   }
   ::close(*listen_fd);

@@ -810,7 +810,8 @@ int ReferenceCommand(const std::string& command, const std::vector<std::string>&
     } else if (command == "signal" && status->state == ProcessStatus::State::kExited) {
       std::fprintf(stderr, "tether signal: the process has exited; nothing was sent\n");
       code = kExitSignalExited;
-    } else if (command == "signal" || status->state != ProcessStatus::State::kExited) {
+    } else {
+      // kill after the exit still ends what the child left behind.
       absl::Status st = kill ? co_await proc.Terminate(grace_ms) : co_await proc.Signal(sig);
       if (!st.ok()) {
         PrintError(st);

@@ -1823,6 +1823,41 @@ TEST_CASE("terminate leaves no descendant behind: TERM-ignoring sessions and wha
   CHECK(Alive(daemon));  // the exit record waits for the host
 }
 
+TEST_CASE("terminate after the exit still ends what escaped and outlived the child") {
+  Sandbox sb;
+  const std::string mark = "SWEEP_AFTER_EXIT_MARK=" + std::to_string(::getpid()) + "-" + std::to_string(::time(nullptr));
+  // The child exits at once; a TERM-ignoring session it started lives on
+  // with its output elsewhere, so the exit is recorded while it runs.
+  wire::Launch l = sb.NewLaunch(
+      {"sh", "-c", "setsid sh -c 'trap \"\" TERM; while :; do sleep 1; done' </dev/null >/dev/null 2>&1 & exit 0"},
+      false);
+  wire::EnvVar* v = l.add_env();
+  v->set_name(mark.substr(0, mark.find('=')));
+  v->set_value(mark.substr(mark.find('=') + 1));
+  Attached a = sb.Start(l);
+  auto marked = [&] {
+    std::vector<pid_t> out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+      if (Contains(ReadProcFile("/proc/" + name + "/environ"), mark + std::string(1, '\0'))) {
+        out.push_back(std::stoi(name));
+      }
+    }
+    return out;
+  };
+  Transcript t;
+  REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return t.exit.has_value(); }).ok());
+  CHECK(t.exit->code() == 0);
+  REQUIRE(Eventually([&] { return !marked().empty(); }, milliseconds(3000)));
+  wire::Envelope term;
+  term.mutable_terminate()->set_grace_ms(100);
+  a.peer->Send(term);
+  CHECK_MESSAGE(Eventually([&] { return marked().empty(); }, milliseconds(5000)),
+                marked().size() << " processes outlived a terminate after the exit");
+}
+
 // --------------------------------------------------- the owner gets in
 
 TEST_CASE("the owner always gets in: 60 unauthenticated connections give way to a hello with the right secret") {

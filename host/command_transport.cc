@@ -113,12 +113,8 @@ class CommandTransport final : public Transport {
     // Exact bytes into a temporary file, checked, then renamed into place.
     // Any failure (a full disk cutting the copy short included) removes the
     // partial file: nothing is left behind but a complete, checked install.
-    const std::string script = absl::StrCat(
-        kSha256, "umask 077; f=", q, "; t=\"$f.tmp.$$\"; h=; if head -c ", bytes.size(), " > \"$t\" && ",
-        "h=$($S < \"$t\" | cut -c1-64) && [ \"$h\" = ", hash, " ] && chmod ",
-        absl::StrCat(absl::Dec(mode >> 6 & 7), absl::Dec(mode >> 3 & 7), absl::Dec(mode & 7)),
-        " \"$t\" && mv -f \"$t\" \"$f\"; then echo tether-put-ok; else rm -f \"$t\"; echo \"tether-put-bad $h\"; fi");
-    absl::StatusOr<std::string> put = co_await RunScript(script, bytes);
+    absl::StatusOr<std::string> put =
+        co_await RunScript(InstallScript(path, absl::StrCat("head -c ", bytes.size()), hash, mode), bytes);
     if (!put.ok()) co_return put.status();
     if (!absl::StrContains(*put, "tether-put-ok")) {
       co_return absl::DataLossError(absl::StrCat("uploading ", path, " (", bytes.size(), " bytes, sha256 ", hash,
@@ -135,17 +131,25 @@ class CommandTransport final : public Transport {
     return internal::SpawnChannel(ex_, argv, "");
   }
 
+  // A script that writes what `reader` makes of its stdin into a temporary
+  // file beside `path`, checks its sha256 and renames it into place; any
+  // failure (a full disk cutting the copy short included) removes the
+  // partial file. It prints tether-put-ok or tether-put-bad HASH.
+  static std::string InstallScript(const std::string& path, const std::string& reader, const std::string& hash,
+                                   int mode) {
+    return absl::StrCat(
+        kSha256, "umask 077; f=", ShellQuote(path), "; t=\"$f.tmp.$$\"; h=; if ", reader, " > \"$t\" && ",
+        "h=$($S < \"$t\" | cut -c1-64) && [ \"$h\" = ", hash, " ] && chmod ",
+        absl::StrCat(absl::Dec(mode >> 6 & 7), absl::Dec(mode >> 3 & 7), absl::Dec(mode & 7)),
+        " \"$t\" && mv -f \"$t\" \"$f\"; then echo tether-put-ok; else rm -f \"$t\"; echo \"tether-put-bad $h\"; fi");
+  }
+
   asio::awaitable<absl::Status> PutSmallAsText(const std::string& path, std::string_view bytes, int mode,
                                                const std::string& hash) {
     std::string text;
     const std::string b64 = absl::Base64Escape(std::string(bytes));
     for (std::size_t off = 0; off < b64.size(); off += 76) absl::StrAppend(&text, b64.substr(off, 76), "\n");
-    const std::string script = absl::StrCat(
-        kSha256, "umask 077; f=", ShellQuote(path), "; t=\"$f.tmp.$$\"; h=; if base64 -d > \"$t\" && ",
-        "h=$($S < \"$t\" | cut -c1-64) && [ \"$h\" = ", hash, " ] && chmod ",
-        absl::StrCat(absl::Dec(mode >> 6 & 7), absl::Dec(mode >> 3 & 7), absl::Dec(mode & 7)),
-        " \"$t\" && mv -f \"$t\" \"$f\"; then echo tether-put-ok; else rm -f \"$t\"; echo \"tether-put-bad $h\"; fi");
-    absl::StatusOr<std::string> put = co_await RunScript(script, text);
+    absl::StatusOr<std::string> put = co_await RunScript(InstallScript(path, "base64 -d", hash, mode), text);
     if (!put.ok()) co_return put.status();
     if (!absl::StrContains(*put, "tether-put-ok")) {
       co_return absl::DataLossError(absl::StrCat("writing ", path, " (", bytes.size(), " bytes) as text failed: ",

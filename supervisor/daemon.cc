@@ -134,6 +134,8 @@ class Attachment : public std::enable_shared_from_this<Attachment> {
   absl::Status Handle(const wire::Envelope& env);
   absl::Status HandleHello(const wire::Envelope& env);
   absl::Status HandleAck(const wire::Ack& ack);
+  // The reply to this attachment's Hello, with a fresh reference ticket.
+  void QueueWelcome(std::uint64_t request_id, std::uint64_t stdin_window);
   // One socket write: encoded frames, and output data referenced in place in
   // the rings (one gather write, no copy of the data).
   class Batch {
@@ -445,16 +447,7 @@ absl::Status Attachment::HandleHello(const wire::Envelope& env) {
     authenticated_ = true;
     is_control_ = true;
     generation_ = daemon_.generation();
-    wire::Envelope reply;
-    reply.set_request_id(env.request_id());
-    wire::Welcome* w = reply.mutable_welcome();
-    w->set_version(kProtocolVersion);
-    w->set_supervisor_version(kTetherVersion);
-    w->set_generation(generation_);
-    *w->mutable_state() = daemon_.State();
-    w->set_max_frame_bytes(protocol::kMaxFrameBytes);
-    *w->mutable_ticket() = daemon_.IssueTicket();
-    Queue(reply);
+    QueueWelcome(env.request_id(), 0);  // no stdin window: it sends none
     return absl::OkStatus();
   }
   const bool pty = daemon_.launch().has_pty();
@@ -471,17 +464,7 @@ absl::Status Attachment::HandleHello(const wire::Envelope& env) {
   zstd_ = h.zstd();
   if (h.window_bytes() != 0) window_ = std::clamp<std::uint64_t>(h.window_bytes(), 4096, 64u << 20);
 
-  wire::Envelope reply;
-  reply.set_request_id(env.request_id());
-  wire::Welcome* w = reply.mutable_welcome();
-  w->set_version(kProtocolVersion);
-  w->set_supervisor_version(kTetherVersion);
-  w->set_generation(generation_);
-  *w->mutable_state() = daemon_.State();
-  w->set_stdin_window_bytes(kStdinWindowBytes);
-  w->set_max_frame_bytes(protocol::kMaxFrameBytes);
-  *w->mutable_ticket() = daemon_.IssueTicket();
-  Queue(reply);
+  QueueWelcome(env.request_id(), kStdinWindowBytes);
 
   for (int i = 0; i < kNumStreams; ++i) {
     OutputRing& r = daemon_.ring(i);
@@ -499,6 +482,20 @@ absl::Status Attachment::HandleHello(const wire::Envelope& env) {
     sent_[i] = acked_[i] = from;
   }
   return absl::OkStatus();
+}
+
+void Attachment::QueueWelcome(std::uint64_t request_id, std::uint64_t stdin_window) {
+  wire::Envelope reply;
+  reply.set_request_id(request_id);
+  wire::Welcome* w = reply.mutable_welcome();
+  w->set_version(kProtocolVersion);
+  w->set_supervisor_version(kTetherVersion);
+  w->set_generation(generation_);
+  *w->mutable_state() = daemon_.State();
+  w->set_stdin_window_bytes(stdin_window);
+  w->set_max_frame_bytes(protocol::kMaxFrameBytes);
+  *w->mutable_ticket() = daemon_.IssueTicket();
+  Queue(reply);
 }
 
 absl::Status Attachment::HandleAck(const wire::Ack& ack) {

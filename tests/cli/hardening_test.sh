@@ -136,20 +136,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-FAILED=0
-CHECKS=0
-pass() {
-  CHECKS=$((CHECKS + 1))
-  printf 'ok    %s\n' "$1"
-}
-fail() {
-  CHECKS=$((CHECKS + 1))
-  FAILED=$((FAILED + 1))
-  printf 'FAIL  %s\n' "$1"
-  shift
-  local line
-  for line in "$@"; do printf '        %s\n' "$line"; done
-}
+# shellcheck source=../lib/checks.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/checks.sh"
 # check NAME CONDITION-STATUS DETAILS...: pass when the status is 0.
 check() {
   local name=$1 ok=$2

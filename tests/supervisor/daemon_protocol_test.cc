@@ -1780,6 +1780,20 @@ TEST_CASE("an exchange launch's daemon and relay keep no environment or argument
 
 // ------------------------------------------------- terminate sweeps all
 
+// Every process whose environment holds the variable NAME=VALUE `mark`.
+std::vector<pid_t> PidsWithEnv(const std::string& mark) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (Contains(ReadProcFile("/proc/" + name + "/environ"), mark + std::string(1, '\0'))) {
+      out.push_back(std::stoi(name));
+    }
+  }
+  return out;
+}
+
 TEST_CASE("terminate leaves no descendant behind: TERM-ignoring sessions and what they started") {
   Sandbox sb;
   // Every descendant inherits the mark; six of them leave the child's group
@@ -1796,18 +1810,7 @@ TEST_CASE("terminate leaves no descendant behind: TERM-ignoring sessions and wha
   Attached a = sb.Start(l);
   const pid_t daemon = ParentOf(a.welcome.state().pid());
   REQUIRE(daemon > 0);
-  auto marked = [&] {
-    std::vector<pid_t> out;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
-      const std::string name = e.path().filename().string();
-      if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-      if (Contains(ReadProcFile("/proc/" + name + "/environ"), mark + std::string(1, '\0'))) {
-        out.push_back(std::stoi(name));
-      }
-    }
-    return out;
-  };
+  auto marked = [&] { return PidsWithEnv(mark); };
   Transcript t;
   REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return t.data[0] == "started\n"; }).ok());
   REQUIRE(Eventually([&] { return marked().size() >= 13; }, milliseconds(3000)));  // sh, 6 x (sh, sleep)
@@ -1835,18 +1838,7 @@ TEST_CASE("terminate after the exit still ends what escaped and outlived the chi
   v->set_name(mark.substr(0, mark.find('=')));
   v->set_value(mark.substr(mark.find('=') + 1));
   Attached a = sb.Start(l);
-  auto marked = [&] {
-    std::vector<pid_t> out;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
-      const std::string name = e.path().filename().string();
-      if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-      if (Contains(ReadProcFile("/proc/" + name + "/environ"), mark + std::string(1, '\0'))) {
-        out.push_back(std::stoi(name));
-      }
-    }
-    return out;
-  };
+  auto marked = [&] { return PidsWithEnv(mark); };
   Transcript t;
   REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return t.exit.has_value(); }).ok());
   CHECK(t.exit->code() == 0);

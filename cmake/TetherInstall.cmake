@@ -4,7 +4,7 @@
 # ${CMAKE_INSTALL_LIBEXECDIR}/tether, where the library finds them.
 include(CMakePackageConfigHelpers)
 
-install(TARGETS tether_protocol tether_host
+install(TARGETS tether_protocol tether_host_core tether_host
                 tether_dep_protobuf_lite tether_dep_zstd tether_dep_asio tether_dep_absl
         EXPORT tetherTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -34,7 +34,7 @@ class CommandTransport final : public Transport {
   }
 
   std::string_view name() const override { return "command"; }
-  TunnelMode tunnel() const override { return o_.tunnel; }
+  ChannelCapabilities capabilities() const override { return CapabilitiesOf(o_.tunnel); }
   std::string sandbox_id() const override { return o_.sandbox_id; }
   asio::any_io_executor executor() const override { return ex_; }
 

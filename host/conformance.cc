@@ -164,7 +164,7 @@ class DelayedTransport final : public internal::ForwardingTransport {
  public:
   DelayedTransport(Transport& inner, milliseconds delay) : ForwardingTransport(inner), delay_(delay) {}
   awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
-    if (inner().tunnel() == TunnelMode::kExchange) {
+    if (!inner().capabilities().streaming) {
       // One-shot commands: this one runs late, and its answer is lost.
       asio::co_spawn(co_await asio::this_coro::executor, RunLate(inner(), std::move(argv), delay_), asio::detached);
       co_return std::unique_ptr<Channel>(new Silent());

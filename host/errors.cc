@@ -5,6 +5,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "tether/protocol/tether.pb.h"
 
 namespace tether {
 namespace {
@@ -53,6 +54,35 @@ absl::Status OutputCapacityError(std::string_view message) {
 absl::Status WaitAbortedError(std::string_view message) {
   return WithErrorCode(absl::CancelledError(absl::StrCat("WAIT_ABORTED: ", std::string(message))),
                        ErrorCode::kWaitAborted);
+}
+
+absl::Status OutcomeUnknownError(std::string_view message) {
+  return WithErrorCode(absl::UnknownError(absl::StrCat("OUTCOME_UNKNOWN: ", std::string(message))),
+                       ErrorCode::kOutcomeUnknown);
+}
+
+absl::Status InputClosedError(std::string_view message) {
+  return WithErrorCode(absl::FailedPreconditionError(absl::StrCat("input closed: ", std::string(message))),
+                       ErrorCode::kInputClosed);
+}
+
+absl::Status StatusFromWireError(const wire::Error& e) {
+  const std::string msg = absl::StrCat("supervisor: ", e.message());
+  switch (e.code()) {
+    case wire::ERROR_STALE_GENERATION: return absl::AbortedError(msg);
+    case wire::ERROR_BUSY: return WithErrorCode(absl::UnavailableError(msg), ErrorCode::kBusy);
+    case wire::ERROR_UNAUTHENTICATED: return absl::UnauthenticatedError(msg);
+    case wire::ERROR_INVALID_ARGUMENT: return absl::InvalidArgumentError(msg);
+    case wire::ERROR_INPUT_CLOSED: return absl::FailedPreconditionError(msg);
+    case wire::ERROR_RESOURCE_EXHAUSTED: return absl::ResourceExhaustedError(msg);
+    case wire::ERROR_NOT_FOUND: return absl::NotFoundError(msg);
+    case wire::ERROR_LAUNCH_FAILED: return absl::NotFoundError(msg);
+    case wire::ERROR_CANCELLED: return absl::CancelledError(msg);
+    case wire::ERROR_UNSUPPORTED: return absl::UnimplementedError(msg);
+    case wire::ERROR_PROTOCOL: return absl::DataLossError(msg);
+    case wire::ERROR_EXPIRED: return absl::DeadlineExceededError(msg);
+    default: return absl::InternalError(msg);
+  }
 }
 
 ErrorCode ErrorCodeOf(const absl::Status& status) {

@@ -15,6 +15,10 @@
 
 namespace tether {
 
+namespace wire {
+class Error;
+}  // namespace wire
+
 enum class ErrorCode {
   kOk,
   kInvalidArgument,   // rejected before any effect
@@ -45,5 +49,12 @@ absl::Status WithErrorCode(absl::Status status, ErrorCode code);
 // OUTPUT_CAPACITY and WAIT_ABORTED errors with `message`.
 absl::Status OutputCapacityError(std::string_view message);
 absl::Status WaitAbortedError(std::string_view message);
+// OUTCOME_UNKNOWN ("OUTCOME_UNKNOWN: " + message) and INPUT_CLOSED ("input
+// closed: " + message).
+absl::Status OutcomeUnknownError(std::string_view message);
+absl::Status InputClosedError(std::string_view message);
+
+// Maps a supervisor Error (wire) to a Status a person can act on.
+absl::Status StatusFromWireError(const wire::Error& e);
 
 }  // namespace tether

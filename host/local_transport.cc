@@ -40,7 +40,7 @@ absl::Status EnsurePrivateDir(const std::string& path) {
   return absl::OkStatus();
 }
 
-class LocalTransport final : public Transport {
+class LocalTransport final : public Transport, public DirectConnector {
  public:
   LocalTransport(asio::any_io_executor ex, std::string root, std::string default_cwd)
       : ex_(std::move(ex)), root_(std::move(root)), default_cwd_(std::move(default_cwd)) {}
@@ -66,7 +66,7 @@ class LocalTransport final : public Transport {
     co_return internal::SpawnChannel(ex_, argv, DefaultCwd());
   }
 
-  bool can_connect() const override { return true; }
+  ChannelCapabilities capabilities() const override { return CapabilitiesOf(TunnelMode::kDirect); }
   asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Connect(std::string state_dir) override {
     co_return internal::ConnectChannel(ex_, state_dir);
   }

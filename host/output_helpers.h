@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "host/process.h"
+#include "host/process_types.h"
 
 namespace tether {
 

@@ -14,25 +14,6 @@ namespace tether {
 
 namespace asio = boost::asio;
 
-absl::Status StatusFromWireError(const wire::Error& e) {
-  const std::string msg = absl::StrCat("supervisor: ", e.message());
-  switch (e.code()) {
-    case wire::ERROR_STALE_GENERATION: return absl::AbortedError(msg);
-    case wire::ERROR_BUSY: return WithErrorCode(absl::UnavailableError(msg), ErrorCode::kBusy);
-    case wire::ERROR_UNAUTHENTICATED: return absl::UnauthenticatedError(msg);
-    case wire::ERROR_INVALID_ARGUMENT: return absl::InvalidArgumentError(msg);
-    case wire::ERROR_INPUT_CLOSED: return absl::FailedPreconditionError(msg);
-    case wire::ERROR_RESOURCE_EXHAUSTED: return absl::ResourceExhaustedError(msg);
-    case wire::ERROR_NOT_FOUND: return absl::NotFoundError(msg);
-    case wire::ERROR_LAUNCH_FAILED: return absl::NotFoundError(msg);
-    case wire::ERROR_CANCELLED: return absl::CancelledError(msg);
-    case wire::ERROR_UNSUPPORTED: return absl::UnimplementedError(msg);
-    case wire::ERROR_PROTOCOL: return absl::DataLossError(msg);
-    case wire::ERROR_EXPIRED: return absl::DeadlineExceededError(msg);
-    default: return absl::InternalError(msg);
-  }
-}
-
 std::shared_ptr<Session> Session::Create(asio::any_io_executor ex, std::unique_ptr<Channel> channel) {
   return std::shared_ptr<Session>(new Session(std::move(ex), std::move(channel)));
 }

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "host/errors.h"
 #include "host/transport.h"
 #include "protocol/envelope.h"
 
@@ -75,8 +76,5 @@ class Session : public std::enable_shared_from_this<Session> {
   bool filled_last_read_ = false;
   std::string_view pending_;  // undecoded bytes inside buf_
 };
-
-// Maps a supervisor Error to a Status a person can act on.
-absl::Status StatusFromWireError(const wire::Error& e);
 
 }  // namespace tether

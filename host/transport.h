@@ -46,17 +46,48 @@ struct SandboxInfo {
   std::string bin_dir;     // where the supervisor binary is installed (absolute)
 };
 
+// What a transport's native channel can do. The host chooses how frames
+// travel from this alone (host/tunnel/choose.h): a transport never names a
+// tunnel itself.
+struct ChannelCapabilities {
+  // stdin and stdout carry every byte value (NUL, invalid UTF-8) unchanged.
+  bool exact_bytes = true;
+  // Closing stdin reaches the command as EOF. (No tunnel depends on it: the
+  // protocol ends input and attachments with frames of its own.)
+  bool stdin_eof = true;
+  // A command runs with live stdio while it runs; false: one-shot commands
+  // only, their output returned once they exit.
+  bool streaming = true;
+  // The transport also implements DirectConnector: the sandbox shares this
+  // machine and the supervisor's socket can be connected to directly.
+  bool direct_connect = false;
+  // Bytes cross a network or a metered API: compression pays for its CPU.
+  bool costly_bytes = true;
+};
+
 // How frames travel over the native channel (DESIGN.md, tunnel modes).
 enum class TunnelMode {
-  kBinary,  // exact bytes both ways
-  kText,    // text lines only: frames go as armored lines (protocol/armor.h)
+  kBinary,    // exact bytes both ways, through a bridge process
+  kText,      // text lines only: frames go as armored lines (protocol/armor.h)
   kExchange,  // one-shot commands only: polls through a relay (supervisor/exchange.h)
+  kDirect,    // this machine: the host connects to the supervisor's socket itself
 };
+
+// The capabilities of a channel that carries exactly what `mode` needs (test
+// decorators and the command provider describe their channels this way).
+inline ChannelCapabilities CapabilitiesOf(TunnelMode mode) {
+  ChannelCapabilities c;
+  c.exact_bytes = mode == TunnelMode::kBinary || mode == TunnelMode::kDirect;
+  c.streaming = mode != TunnelMode::kExchange;
+  c.direct_connect = mode == TunnelMode::kDirect;
+  c.costly_bytes = mode != TunnelMode::kDirect;
+  return c;
+}
 
 class Transport {
  public:
   virtual ~Transport() = default;
-  virtual TunnelMode tunnel() const { return TunnelMode::kBinary; }
+  virtual ChannelCapabilities capabilities() const { return {}; }
   virtual std::string_view name() const = 0;
   // Identifies the sandbox (for the local provider, its directory); saved in
   // process references so that one is never reopened in another sandbox.
@@ -67,20 +98,21 @@ class Transport {
   // Runs argv (argv[0] an absolute path in the sandbox) with piped stdio.
   virtual boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(
       std::vector<std::string> argv) = 0;
-  // Providers that share this machine with the sandbox (the local provider)
-  // connect to the supervisor's socket in `state_dir` themselves: no bridge
-  // process, one hop and two copies less. The launch then runs as
-  // `launch --direct`. Others return false, and a bridge relays.
-  // (Decorating transports do not forward this: their channels are Exec's.)
-  virtual bool can_connect() const { return false; }
-  virtual boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Connect(std::string state_dir) {
-    co_return absl::UnimplementedError(absl::StrCat(std::string(name()), " cannot connect to a supervisor socket directly"));
-  }
-
   // Installs `bytes` at `path` with `mode`, atomically (never a partial file
   // at `path`). A file already there with the same content is left alone.
   virtual boost::asio::awaitable<absl::Status> PutFile(std::string path, std::string_view bytes,
                                                        int mode) = 0;
+};
+
+// Implemented by transports whose sandbox shares this machine (the local
+// provider, capabilities().direct_connect): the host connects to the
+// supervisor's socket in `state_dir` itself, no bridge process, one hop and
+// two copies less. (Decorating transports do not forward this: their
+// channels are Exec's.)
+class DirectConnector {
+ public:
+  virtual ~DirectConnector() = default;
+  virtual boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Connect(std::string state_dir) = 0;
 };
 
 }  // namespace tether

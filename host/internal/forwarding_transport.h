@@ -10,7 +10,13 @@ namespace tether::internal {
 class ForwardingTransport : public Transport {
  public:
   explicit ForwardingTransport(Transport& inner) : inner_(inner) {}
-  TunnelMode tunnel() const override { return inner_.tunnel(); }
+  // The inner channel's capabilities, except a direct connection (its
+  // channels are Exec's, which a decorator sees).
+  ChannelCapabilities capabilities() const override {
+    ChannelCapabilities c = inner_.capabilities();
+    if (c.direct_connect) c = CapabilitiesOf(TunnelMode::kBinary);
+    return c;
+  }
   std::string_view name() const override { return inner_.name(); }
   std::string sandbox_id() const override { return inner_.sandbox_id(); }
   boost::asio::any_io_executor executor() const override { return inner_.executor(); }

@@ -50,7 +50,7 @@ class ChaosTransport final : public internal::ForwardingTransport {
     shared_->rng.seed(seed);
     shared_->byte_faults = mode != TunnelMode::kBinary;
   }
-  TunnelMode tunnel() const override { return mode_; }
+  ChannelCapabilities capabilities() const override { return CapabilitiesOf(mode_); }
   boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
     auto ch = co_await inner().Exec(std::move(argv));
     if (!ch.ok()) co_return ch.status();

@@ -36,7 +36,7 @@ class HostileTransport final : public internal::ForwardingTransport {
       : ForwardingTransport(inner), mode_(mode), shared_(std::make_shared<Shared>()) {
     shared_->rng.seed(seed);
   }
-  TunnelMode tunnel() const override { return mode_; }
+  ChannelCapabilities capabilities() const override { return CapabilitiesOf(mode_); }
   boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
     // Exchange polls may also be cut at once (their answer lost): a poll is
     // made again safely. Setup commands are cut only after 1-3 s, as

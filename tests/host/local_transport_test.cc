@@ -70,15 +70,17 @@ TEST_CASE("a direct connection refuses a missing, linked, shared or foreign stat
   REQUIRE(::mkdir((root + "/private").c_str(), 0700) == 0);
   REQUIRE(::symlink((root + "/private").c_str(), (root + "/link").c_str()) == 0);
   testing::RunLocal("tether-transport-test", [root](Transport& t) -> asio::awaitable<void> {
-    CHECK(t.can_connect());
-    auto missing = co_await t.Connect(root + "/missing");
+    CHECK(t.capabilities().direct_connect);
+    auto* d = dynamic_cast<DirectConnector*>(&t);
+    REQUIRE(d != nullptr);
+    auto missing = co_await d->Connect(root + "/missing");
     CHECK(absl::IsNotFound(missing.status()));
-    auto link = co_await t.Connect(root + "/link");  // never followed
+    auto link = co_await d->Connect(root + "/link");  // never followed
     CHECK(!link.ok());
     CHECK(!absl::IsNotFound(link.status()));
-    auto open = co_await t.Connect(root + "/open");  // not 0700
+    auto open = co_await d->Connect(root + "/open");  // not 0700
     CHECK(absl::IsFailedPrecondition(open.status()));
-    auto empty = co_await t.Connect(root + "/private");  // no socket: the process is gone
+    auto empty = co_await d->Connect(root + "/private");  // no socket: the process is gone
     CHECK(absl::IsNotFound(empty.status()));
   });
   std::filesystem::remove_all(root);

@@ -1,0 +1,31 @@
+#include "host/core/requests.h"
+
+namespace tether::core {
+
+std::optional<wire::ProcessState> Requests::StatusReply(std::uint64_t id) const {
+  auto it = status_.find(id);
+  if (it == status_.end() || it->second.phase() == wire::ProcessState::PHASE_UNSPECIFIED) return std::nullopt;
+  return it->second;
+}
+
+std::vector<std::uint64_t> Requests::StatusPending() const {
+  std::vector<std::uint64_t> out;
+  for (const auto& [id, reply] : status_) {
+    if (reply.phase() == wire::ProcessState::PHASE_UNSPECIFIED) out.push_back(id);
+  }
+  return out;
+}
+
+bool Requests::OnStatus(std::uint64_t request_id, const wire::ProcessState& state) {
+  if (auto a = alias_.find(request_id); a != alias_.end()) {
+    if (auto it = status_.find(a->second); it != status_.end()) it->second = state;
+  }
+  if (auto it = status_.find(request_id); it != status_.end()) it->second = state;
+  if (terminate_id_ && request_id == *terminate_id_ && !terminate_result_) {
+    terminate_result_ = absl::OkStatus();
+    return true;
+  }
+  return false;
+}
+
+}  // namespace tether::core

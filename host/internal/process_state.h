@@ -1,0 +1,73 @@
+// Process::State: the I/O shell around one process's protocol core.
+//
+// The protocol itself (offsets, windows, acks, input, requests, the exit
+// record) is core::ProcessCore, which does no I/O. State adds what needs an
+// executor: the Session that carries frames, the receive pump that feeds the
+// core, keepalive pings, timers, the condition waiting callers sleep on,
+// and reattaching through the tunnel when the channel fails.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "host/core/process_core.h"
+#include "host/internal/condition.h"
+#include "host/process.h"
+#include "host/session.h"
+#include "host/tunnel/tunnel.h"
+
+namespace tether {
+
+struct Process::State : std::enable_shared_from_this<Process::State> {
+  State(const boost::asio::any_io_executor& ex, core::OutputConfig output, bool stdin_pipe)
+      : core(output, stdin_pipe, /*keep_copies=*/false), cond(ex), close_timer(ex), ping_timer(ex) {}
+
+  // Starts the receive pump and the keepalive once the Welcome is in.
+  absl::Status Begin(const wire::Welcome& welcome);
+  boost::asio::awaitable<void> Pump();
+  boost::asio::awaitable<void> Keepalive();
+  // Attaches again after the channel failed; false when it cannot.
+  boost::asio::awaitable<bool> Reconnect();
+  // The Hello that resumes at the acknowledged offsets.
+  wire::Hello ResumeHello() const;
+  void Fail(absl::Status st);
+  // Sends an Ack when credit is due (never after the exit or a failure).
+  void MaybeAck();
+  // The exit reached its reader: acknowledge it so the supervisor cleans up.
+  void AckExit();
+  // Why input is refused now, or OK.
+  absl::Status InputAllowed() const;
+  // Takes a place in the input queue and waits until it is first and
+  // `bytes` fit the supervisor's stdin window.
+  boost::asio::awaitable<absl::Status> AwaitInputTurn(std::size_t bytes, bool is_close);
+
+  core::ProcessCore core;
+  std::shared_ptr<Session> session;
+  internal::Condition cond;  // notified on every state change
+  boost::asio::steady_timer close_timer;
+  boost::asio::steady_timer ping_timer;  // cancelled at exit or failure
+  std::chrono::milliseconds ping_interval{10000};
+
+  bool exit_acked = false;
+  bool ack_exit_on_arrival = false;  // the handle was dropped with everything read
+  bool control = false;              // a control handle (ReopenOptions::control)
+  absl::Status failed;               // the attachment broke (set once)
+  bool disconnected = false;
+  std::shared_ptr<boost::asio::steady_timer> terminate_deadline;
+
+  // What a reference needs to find this process again.
+  std::string provider, sandbox, secret;
+  tunnel::Target target;
+
+  // Reconnecting: when the channel fails before the exit, attach again
+  // through the tunnel and continue where the acknowledged offsets stand.
+  std::unique_ptr<tunnel::Tunnel> tunnel;
+  bool reconnect = false;
+  std::chrono::milliseconds reconnect_timeout{30000};
+  std::uint64_t reconnects = 0;
+};
+
+}  // namespace tether

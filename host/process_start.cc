@@ -1,0 +1,430 @@
+// Process::Start and Process::Reopen: validating the request, installing
+// the supervisor, and attaching through the tunnel the transport's
+// capabilities choose (host/tunnel/).
+#include <sys/random.h>
+
+#include <csignal>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "host/errors.h"
+#include "host/internal/process_state.h"
+#include "host/reference.h"
+#include "host/supervisor_binary.h"
+
+namespace tether {
+
+namespace asio = boost::asio;
+
+namespace {
+
+constexpr std::size_t kSecretBytes = 32;
+constexpr unsigned kDefaultLeaseMs = 30 * 1000;  // the supervisor's kLeaseMs
+constexpr std::size_t kLaunchIdBytes = 16;
+constexpr std::size_t kMinOutputWindowBytes = 16 * 1024;
+constexpr std::size_t kMaxOutputWindowBytes = 64u << 20;
+constexpr std::size_t kMinRingBytes = 4096;  // the supervisor's limits
+constexpr std::size_t kMaxRingBytes = 64u << 20;
+constexpr auto kCloseAfterExitTimeout = std::chrono::seconds(5);
+
+std::string RandomBytes(std::size_t n) {
+  std::string out(n, '\0');
+  std::size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::getrandom(out.data() + got, n - got, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) std::abort();  // no randomness: cannot make a secret; our environment is broken
+    got += static_cast<std::size_t>(r);
+  }
+  return out;
+}
+
+absl::Status ValidateOptions(const StartOptions& o) {
+  if (o.argv.empty()) return absl::InvalidArgumentError("argv is empty: nothing to run");
+  if (o.argv[0].empty()) return absl::InvalidArgumentError("argv[0] is empty");
+  for (std::size_t i = 0; i < o.argv.size(); ++i) {
+    if (o.argv[i].find('\0') != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("argv[", i, "] contains a NUL byte"));
+    }
+  }
+  if (o.cwd.find('\0') != std::string::npos) return absl::InvalidArgumentError("cwd contains a NUL byte");
+  if (!o.cwd.empty() && o.cwd[0] != '/') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cwd '", absl::CEscape(o.cwd), "' is relative; give an absolute path inside the sandbox"));
+  }
+  for (const auto& [k, v] : o.env) {
+    if (k.empty()) return absl::InvalidArgumentError("environment variable with an empty name");
+    if (k.find('=') != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("environment name '", k, "' contains '='"));
+    }
+    if (k.find('\0') != std::string::npos || v.find('\0') != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("environment variable '", absl::CEscape(k), "' contains a NUL byte"));
+    }
+  }
+  if (o.pty) {
+    if (absl::Status st = CheckTerminalSize(o.pty->cols, o.pty->rows); !st.ok()) return st;
+  }
+  if (o.setup_timeout_ms == 0) return absl::InvalidArgumentError("setup_timeout_ms must be positive");
+  if (o.output_window_bytes < kMinOutputWindowBytes || o.output_window_bytes > kMaxOutputWindowBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("output_window_bytes must be ", kMinOutputWindowBytes,
+                                                   "..", kMaxOutputWindowBytes));
+  }
+  if (o.output_mode == OutputMode::kStream && o.max_output_bytes != 0) {
+    return absl::InvalidArgumentError("max_output_bytes limits finite output; it cannot be combined with stream mode");
+  }
+  if (o.max_output_bytes > kMaxFiniteOutputBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_output_bytes must be 1..", kMaxFiniteOutputBytes, " (or 0 for the maximum)"));
+  }
+  if (o.ring_bytes != 0 && (o.ring_bytes < kMinRingBytes || o.ring_bytes > kMaxRingBytes)) {
+    return absl::InvalidArgumentError(absl::StrCat("ring_bytes must be ", kMinRingBytes, "..", kMaxRingBytes,
+                                                   " (or 0 for 1 MiB)"));
+  }
+  return absl::OkStatus();
+}
+
+// kNotFound and kPermissionDenied from Start mean the child's executable or
+// cwd (the CLI's 127 and 126); a setup step that fails that way (a missing
+// supervisor binary, a refused directory) is tether's failure instead.
+absl::Status SetupError(absl::Status st) {
+  if (absl::IsNotFound(st) || absl::IsPermissionDenied(st)) {
+    return absl::FailedPreconditionError(st.message());
+  }
+  return st;
+}
+
+// Runs `op` until `deadline`; past it the operation is cancelled (every
+// channel stops at cancellation) and the result is kUnavailable.
+template <typename T>
+asio::awaitable<absl::StatusOr<T>> WithDeadline(asio::awaitable<absl::StatusOr<T>> op,
+                                                std::chrono::steady_clock::time_point deadline,
+                                                std::string_view what) {
+  using namespace asio::experimental::awaitable_operators;
+  asio::steady_timer timer(co_await asio::this_coro::executor, deadline);
+  auto raced = co_await (std::move(op) || timer.async_wait(asio::as_tuple(asio::use_awaitable)));
+  if (raced.index() == 0) co_return std::get<0>(std::move(raced));
+  co_return absl::UnavailableError(absl::StrCat(std::string(what), " did not finish within the time limit"));
+}
+
+// Checks that a reference names this sandbox's own private paths: the state
+// directory directly under the private state root with a launch id for its
+// name, and a supervisor installed in the private bin directory. A holder
+// who edits the JSON cannot make the host run another program or touch
+// another directory.
+absl::Status CheckReferencePaths(const ProcessReference& ref, const SandboxInfo& info) {
+  const auto split = [](const std::string& path) {
+    const std::size_t slash = path.rfind('/');
+    if (slash == std::string::npos) return std::make_pair(std::string(), path);
+    return std::make_pair(path.substr(0, slash), path.substr(slash + 1));
+  };
+  const auto name_ok = [](const std::string& name, std::size_t max) {
+    if (name.empty() || name.size() > max || name == "." || name == "..") return false;
+    for (char c : name) {
+      if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+            c == '_' || c == '.')) {
+        return false;
+      }
+    }
+    return true;
+  };
+  const auto [state_parent, launch_id] = split(ref.state_dir);
+  if (state_parent != info.state_root || !name_ok(launch_id, 64) || launch_id.find('.') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "process reference: state_dir '", absl::CEscape(ref.state_dir), "' is not a process directory under ",
+        info.state_root, " (the reference was altered or is for another sandbox)"));
+  }
+  const auto [bin_parent, bin_name] = split(ref.supervisor);
+  if (bin_parent != info.bin_dir || !name_ok(bin_name, 200) ||
+      bin_name.rfind("tether-supervisor-", 0) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "process reference: supervisor '", absl::CEscape(ref.supervisor), "' is not a supervisor installed in ",
+        info.bin_dir, " (the reference was altered or is for another sandbox)"));
+  }
+  return absl::OkStatus();
+}
+
+asio::awaitable<bool> Cancelled() {
+  asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
+  co_return cs.cancelled() != asio::cancellation_type::none;
+}
+
+wire::Envelope LaunchEnvelope(const StartOptions& options, const std::string& launch_id, const std::string& secret,
+                              const std::string& state_dir) {
+  wire::Envelope launch_env;
+  wire::Launch* l = launch_env.mutable_launch();
+  l->set_launch_id(launch_id);
+  l->set_secret(secret);
+  for (const std::string& a : options.argv) l->add_argv(a);
+  l->set_cwd(options.cwd);
+  for (const auto& [k, v] : options.env) {
+    wire::EnvVar* e = l->add_env();
+    e->set_name(k);
+    e->set_value(v);
+  }
+  l->set_inherit_env(options.inherit_env);
+  l->set_stdin_mode(options.stdin_pipe ? wire::STDIN_PIPE : wire::STDIN_CLOSED);
+  if (options.pty) {
+    l->mutable_pty()->set_cols(options.pty->cols);
+    l->mutable_pty()->set_rows(options.pty->rows);
+  }
+  l->set_state_dir(state_dir);
+  l->set_lease_ms(options.lease_ms);
+  l->set_linger_ms(options.linger_ms);
+  l->set_ring_bytes(options.ring_bytes);
+  l->set_end_with_host(options.end_with_host);
+  return launch_env;
+}
+
+core::OutputConfig OutputConfigOf(const StartOptions& options) {
+  core::OutputConfig c;
+  c.pty = options.pty.has_value();
+  c.text = options.output_format == OutputFormat::kText;
+  c.backpressure = options.backpressure;
+  c.window = options.output_window_bytes;
+  c.unread_limit = options.output_window_bytes;
+  if (options.output_mode == OutputMode::kFinite) {
+    c.finite_limit = options.max_output_bytes ? options.max_output_bytes : kMaxFiniteOutputBytes;
+  }
+  return c;
+}
+
+}  // namespace
+
+absl::StatusOr<int> SignalNumber(std::string_view s) {
+  static constexpr std::pair<std::string_view, int> kNames[] = {
+      {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL}, {"USR1", SIGUSR1},
+      {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"CONT", SIGCONT}, {"STOP", SIGSTOP}, {"TSTP", SIGTSTP},
+      {"ALRM", SIGALRM}, {"PIPE", SIGPIPE}, {"WINCH", SIGWINCH}, {"ABRT", SIGABRT}, {"TTIN", SIGTTIN},
+      {"TTOU", SIGTTOU}};
+  int n = 0;
+  if (absl::SimpleAtoi(std::string(s), &n) && n > 0 && n < 65) return n;
+  const std::string_view name = s.substr(0, 3) == "SIG" ? s.substr(3) : s;
+  for (const auto& [k, v] : kNames) {
+    if (name == k) return v;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown signal '", absl::CEscape(std::string(s)), "'"));
+}
+
+absl::Status CheckTerminalSize(unsigned cols, unsigned rows) {
+  if (cols == 0 || rows == 0 || cols > kMaxTerminalCells || rows > kMaxTerminalCells) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("terminal size ", cols, "x", rows, " is outside 1..", kMaxTerminalCells));
+  }
+  return absl::OkStatus();
+}
+
+asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Start(Transport& transport,
+                                                                           StartOptions options) {
+  if (absl::Status st = ValidateOptions(options); !st.ok()) co_return st;
+  // Setup runs as its own coroutine so that an abort (the caller's
+  // cancellation, forwarded by co_spawn) can be answered without touching
+  // the caller's cancellation settings.
+  auto ex = co_await asio::this_coro::executor;
+  co_return co_await asio::co_spawn(ex, StartSetup(transport, std::move(options)), asio::use_awaitable);
+}
+
+asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Transport& transport,
+                                                                                StartOptions options) {
+  co_await asio::this_coro::throw_if_cancelled(false);
+  const auto aborted_before_dispatch = [] {
+    return WaitAbortedError("start was aborted before the launch was dispatched; nothing was started");
+  };
+  absl::StatusOr<std::unique_ptr<tunnel::Tunnel>> tun = tunnel::MakeTunnel(transport);
+  if (!tun.ok()) co_return tun.status();
+  // Every native call of the setup (probe, upload, launch, handshake) is
+  // inside the one setup timeout.
+  const auto setup_deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(options.setup_timeout_ms);
+  absl::StatusOr<SandboxInfo> info =
+      co_await WithDeadline(transport.Probe(), setup_deadline, "probing the sandbox");
+  if (co_await Cancelled()) co_return aborted_before_dispatch();
+  if (!info.ok()) co_return SetupError(info.status());
+  absl::StatusOr<std::string> supervisor =
+      co_await WithDeadline(InstallSupervisor(transport, *info), setup_deadline, "installing the supervisor");
+  if (co_await Cancelled()) co_return aborted_before_dispatch();
+  if (!supervisor.ok()) co_return SetupError(supervisor.status());
+
+  const std::string secret = RandomBytes(kSecretBytes);
+  const std::string launch_id = absl::BytesToHexString(RandomBytes(kLaunchIdBytes));
+  const std::string state_dir = absl::StrCat(info->state_root, "/", launch_id);
+  const wire::Envelope launch_env = LaunchEnvelope(options, launch_id, secret, state_dir);
+  if (launch_env.ByteSizeLong() + 64 > protocol::kMaxPayloadBytes) {
+    co_return absl::InvalidArgumentError(absl::StrCat(
+        "argv, cwd and environment take ", launch_env.ByteSizeLong(), " bytes; the limit is ",
+        protocol::kMaxPayloadBytes - 64));
+  }
+
+  const bool stdin_pipe = options.stdin_pipe || options.pty.has_value();
+  auto state = std::make_shared<State>(transport.executor(), OutputConfigOf(options), stdin_pipe);
+  state->provider = std::string(transport.name());
+  state->sandbox = transport.sandbox_id();
+  state->target = tunnel::Target{*supervisor, state_dir};
+  state->secret = secret;
+  state->tunnel = *std::move(tun);
+  wire::Hello hello;
+  hello.set_secret(secret);
+  hello.set_window_bytes(options.output_window_bytes);  // shared by both streams
+  // Setup deadline: the attach races a timer; whichever loses is cancelled
+  // (the channel's pending read with it), so a stuck channel cannot hold us.
+  absl::StatusOr<wire::Welcome> welcome = absl::UnavailableError("setup not finished");
+  bool timed_out = false;
+  {
+    using namespace asio::experimental::awaitable_operators;
+    asio::steady_timer deadline(transport.executor(), setup_deadline);
+    auto raced = co_await (state->tunnel->Launch(state->target, protocol::EncodeEnvelope(launch_env),
+                                                 std::move(hello), state->session) ||
+                           deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
+    if (raced.index() == 0) {
+      welcome = std::get<0>(std::move(raced));
+    } else {
+      timed_out = true;
+    }
+  }
+  const bool aborted = co_await Cancelled();
+  if (aborted) {
+    // Abandoned after dispatch: the marker below must still be written.
+    co_await asio::this_coro::reset_cancellation_state();
+  }
+  if ((timed_out || aborted) && state->session) state->session->Close();
+  if (timed_out || aborted || (!welcome.ok() && absl::IsUnavailable(welcome.status()))) {
+    // The Launch was dispatched and its fate is unknown: make sure a delayed
+    // one never starts the child. Never launch again.
+    absl::Status marker = co_await transport.PutFile(state_dir + ".cancel", "", 0600);
+    co_return OutcomeUnknownError(absl::StrCat(
+        "setup ",
+        aborted     ? std::string("was aborted after the launch was dispatched")
+        : timed_out ? absl::StrCat("did not finish within ", options.setup_timeout_ms, " ms")
+                    : absl::StrCat("lost its connection: ", std::string(welcome.status().message())),
+        marker.ok() ? "; a cancellation marker stops a delayed launch from starting the process"
+                    : absl::StrCat("; the cancellation marker could not be written: ",
+                                   std::string(marker.message())),
+        "; it was not started again"));
+  }
+  if (!welcome.ok()) co_return SetupError(welcome.status());
+
+  if (welcome->state().phase() == wire::ProcessState::PHASE_FAILED) {
+    // Nothing runs; acknowledge the record so the daemon cleans up now.
+    wire::Envelope ack;
+    ack.mutable_ack()->set_exit(true);
+    while (true) {
+      absl::StatusOr<wire::Envelope> env = co_await state->session->Receive();
+      if (!env.ok()) break;
+      if (env->has_exit()) {
+        state->session->Send(ack);
+        co_await state->session->Drain(std::chrono::duration_cast<std::chrono::milliseconds>(kCloseAfterExitTimeout));
+        break;
+      }
+    }
+    co_return core::LaunchFailure(welcome->state().exit());
+  }
+  state->reconnect = options.reconnect || state->tunnel->choice().always_reconnect;
+  state->core.input.set_keep_copies(state->reconnect);
+  state->ping_interval = std::chrono::milliseconds((options.lease_ms ? options.lease_ms : kDefaultLeaseMs) / 3);
+  if (absl::Status st = state->Begin(*welcome); !st.ok()) co_return st;
+  co_return std::unique_ptr<Process>(new Process(std::move(state)));
+}
+
+asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transport& transport,
+                                                                            std::string_view reference,
+                                                                            ReopenOptions options) {
+  // A caller's abort (per-operation cancellation) is answered with
+  // WAIT_ABORTED, never an exception.
+  co_await asio::this_coro::throw_if_cancelled(false);
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::system_clock::now().time_since_epoch()).count();
+  absl::StatusOr<ProcessReference> ref = ParseReference(reference, now);
+  if (!ref.ok()) co_return ref.status();
+  if (ref->provider != transport.name() || ref->sandbox != transport.sandbox_id()) {
+    co_return absl::InvalidArgumentError(absl::StrCat(
+        "process reference is for provider '", ref->provider, "' sandbox '", ref->sandbox,
+        "', not '", std::string(transport.name()), "' sandbox '", transport.sandbox_id(), "'"));
+  }
+  if (options.timeout_ms == 0) co_return absl::InvalidArgumentError("reopen: timeout_ms must be positive");
+  absl::StatusOr<std::unique_ptr<tunnel::Tunnel>> tun = tunnel::MakeTunnel(transport);
+  if (!tun.ok()) co_return tun.status();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.timeout_ms);
+  // The sandbox's own layout decides what may run and where: never the
+  // reference's paths alone.
+  absl::StatusOr<SandboxInfo> info = co_await WithDeadline(transport.Probe(), deadline, "probing the sandbox");
+  if (co_await Cancelled()) co_return WaitAbortedError("reopen was aborted; nothing was attached");
+  if (!info.ok()) co_return info.status();
+  if (absl::Status st = CheckReferencePaths(*ref, *info); !st.ok()) co_return st;
+  core::OutputConfig output;
+  output.pty = ref->pty;
+  output.text = ref->text;
+  output.backpressure = ref->backpressure;
+  output.window = output.unread_limit = ref->window_bytes ? ref->window_bytes : kDefaultOutputWindowBytes;
+  if (ref->output_left >= 0) output.finite_limit = static_cast<std::uint64_t>(ref->output_left);
+  auto state = std::make_shared<State>(transport.executor(), output, ref->stdin_pipe && !options.control);
+  if (ref->output_left >= 0) state->core.output.SetOutputLeft(static_cast<std::uint64_t>(ref->output_left));
+  state->core.output.Resume(ref->stdout_offset, ref->stderr_offset);
+  state->control = options.control;
+  state->provider = ref->provider;
+  state->sandbox = ref->sandbox;
+  state->target = tunnel::Target{ref->supervisor, ref->state_dir};
+  state->secret = ref->secret;
+  state->tunnel = *std::move(tun);
+  state->core.ticket.set_expires_at(static_cast<std::uint64_t>(ref->expires_at));
+  state->core.ticket.set_mac(ref->ticket_mac);
+  wire::Hello hello = state->ResumeHello();
+  hello.set_control(options.control);
+  absl::StatusOr<wire::Welcome> welcome = co_await WithDeadline(
+      state->tunnel->Reattach(state->target, hello, state->session), deadline, "attaching to the process");
+  if (!welcome.ok() && absl::IsUnavailable(welcome.status()) && ErrorCodeOf(welcome.status()) != ErrorCode::kBusy &&
+      !(co_await Cancelled())) {
+    // The connection ended without an answer: a supervisor that was ending
+    // (it removes its directory first) or had just died, or one that could
+    // not take the connection. One more look tells them apart: gone now
+    // (NOT_FOUND), or still there and refusing (UNAVAILABLE, never "gone").
+    if (state->session) state->session->Close();
+    asio::steady_timer pause(transport.executor(), std::chrono::milliseconds(100));
+    co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+    welcome = co_await WithDeadline(state->tunnel->Reattach(state->target, std::move(hello), state->session),
+                                    deadline, "attaching to the process");
+  }
+  if (co_await Cancelled()) {
+    if (state->session) state->session->Close();
+    co_return WaitAbortedError("reopen was aborted; nothing was attached");
+  }
+  if (!welcome.ok()) {
+    if (state->session) state->session->Close();
+    if (absl::IsNotFound(welcome.status())) {
+      co_return absl::NotFoundError(absl::StrCat("the process is gone (it exited and was cleaned up, or its sandbox was reset): ",
+                                                 std::string(welcome.status().message())));
+    }
+    if (ErrorCodeOf(welcome.status()) == ErrorCode::kBusy || absl::IsDeadlineExceeded(welcome.status()) ||
+        absl::IsUnauthenticated(welcome.status())) {
+      co_return welcome.status();  // BUSY, EXPIRED, a wrong secret: the supervisor's own answer
+    }
+    // Refused or unreachable: the process may well be alive. Never "gone".
+    co_return absl::Status(welcome.status().code(),
+                           absl::StrCat("could not reach the process's supervisor: ",
+                                        std::string(welcome.status().message())));
+  }
+  if (options.control) {
+    // Requests only: no stdin, no output, no exit record, no reattach.
+    state->core.pid = welcome->state().pid();
+    state->reconnect = false;
+    asio::co_spawn(state->close_timer.get_executor(), state->Pump(), asio::detached);
+    asio::co_spawn(state->close_timer.get_executor(), state->Keepalive(), asio::detached);
+    co_return std::unique_ptr<Process>(new Process(std::move(state)));
+  }
+  // Input continues where the supervisor's stdin stands: after every byte
+  // it accepted (some may still wait for the child), and EOF may be sent.
+  state->core.input.Resume(welcome->state());
+  state->reconnect = state->tunnel->choice().always_reconnect;
+  state->core.input.set_keep_copies(state->reconnect);
+  if (absl::Status st = state->Begin(*welcome); !st.ok()) co_return st;
+  co_return std::unique_ptr<Process>(new Process(std::move(state)));
+}
+
+}  // namespace tether

@@ -1,0 +1,187 @@
+// Process::State: the receive pump, keepalive, acks and reattaching around
+// the protocol core (see host/internal/process_state.h).
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "host/errors.h"
+#include "host/internal/process_state.h"
+
+namespace tether {
+
+namespace asio = boost::asio;
+
+namespace {
+// After the exit is acknowledged the daemon closes the attachment; if it does
+// not within this time the channel is closed from our side.
+constexpr auto kCloseAfterExitTimeout = std::chrono::seconds(5);
+}  // namespace
+
+absl::Status Process::State::Begin(const wire::Welcome& welcome) {
+  if (absl::Status st = core.Attached(welcome); !st.ok()) return st;
+  auto ex = close_timer.get_executor();
+  asio::co_spawn(ex, Pump(), asio::detached);
+  asio::co_spawn(ex, Keepalive(), asio::detached);
+  return absl::OkStatus();
+}
+
+void Process::State::Fail(absl::Status st) {
+  if (failed.ok()) failed = std::move(st);
+  core.input.OnConnectionLost(failed);
+  ping_timer.cancel();
+  session->Close();
+  cond.NotifyAll();
+}
+
+void Process::State::MaybeAck() {
+  if (core.exit || !failed.ok() || disconnected || !core.output.AckDue()) return;
+  wire::Envelope env;
+  *env.mutable_ack() = core.output.MakeAck(false);
+  session->Send(std::move(env));
+}
+
+void Process::State::AckExit() {
+  if (exit_acked || !core.exit || session->closed()) return;
+  exit_acked = true;
+  ping_timer.cancel();
+  wire::Envelope env;
+  *env.mutable_ack() = core.output.MakeAck(true);
+  session->Send(std::move(env));
+  close_timer.expires_after(kCloseAfterExitTimeout);
+  close_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+    if (!ec) self->session->Close();
+  });
+}
+
+// The supervisor frees an attachment that is silent for a lease; a quiet
+// process (nothing to ack, no input) must not lose its attachment.
+asio::awaitable<void> Process::State::Keepalive() {
+  auto self = shared_from_this();
+  std::uint64_t nonce = 0;
+  while (!session->closed() && !exit_acked) {
+    ping_timer.expires_after(ping_interval);
+    co_await ping_timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (session->closed() || exit_acked) break;
+    wire::Envelope env;
+    env.mutable_ping()->set_nonce(++nonce);
+    session->Send(std::move(env));
+  }
+}
+
+asio::awaitable<void> Process::State::Pump() {
+  auto self = shared_from_this();
+  while (true) {
+    absl::StatusOr<wire::Envelope> env = co_await session->Receive();
+    if (!env.ok()) {
+      // The channel ending after a confirmed exit is the normal end.
+      if (core.exit) break;
+      if (reconnect && !disconnected && absl::IsUnavailable(env.status()) && co_await Reconnect()) continue;
+      Fail(env.status());
+      break;
+    }
+    core::Effects fx;
+    if (absl::Status st = core.Handle(*env, session->generation(), &fx); !st.ok()) {
+      Fail(st);
+      break;
+    }
+    if (fx.exit_arrived || fx.terminate_settled) {
+      if (terminate_deadline) terminate_deadline->cancel();
+    }
+    // Acknowledged only once delivered to a reader (Wait), so that the
+    // supervisor keeps it, with any output, for whoever reads it.
+    if (fx.exit_arrived && ack_exit_on_arrival) AckExit();
+    if (env->has_output()) MaybeAck();
+    cond.NotifyAll();
+  }
+  close_timer.cancel();
+  ping_timer.cancel();
+  if (terminate_deadline) terminate_deadline->cancel();
+  session->Close();
+  cond.NotifyAll();
+}
+
+wire::Hello Process::State::ResumeHello() const {
+  wire::Hello hello;
+  hello.set_secret(secret);
+  const core::OutputReceiver& out = core.output;
+  if (out.config().pty) {
+    hello.set_pty_offset(out.resume_offset(0));
+  } else {
+    hello.set_stdout_offset(out.resume_offset(0));
+  }
+  hello.set_stderr_offset(out.resume_offset(1));
+  hello.set_window_bytes(out.config().window);
+  *hello.mutable_ticket() = core.ticket;
+  return hello;
+}
+
+asio::awaitable<bool> Process::State::Reconnect() {
+  auto self = shared_from_this();
+  const auto deadline = std::chrono::steady_clock::now() + reconnect_timeout;
+  auto backoff = std::chrono::milliseconds(20);
+  while (std::chrono::steady_clock::now() < deadline && !disconnected && !core.exit) {
+    core.output.Attached();
+    absl::StatusOr<wire::Welcome> welcome = co_await tunnel->Reattach(target, ResumeHello(), session);
+    if (welcome.ok()) {
+      ++reconnects;
+      if (welcome->has_ticket()) core.ticket = welcome->ticket();
+      // The new attachment knows what the supervisor holds: send again what
+      // it lacks (it drops what it already has, by offset and id).
+      (void)core.input.SetWindow(welcome->stdin_window_bytes());
+      for (wire::Envelope& env : core.input.Resend(welcome->state())) session->Send(std::move(env));
+      if (core.requests.terminate_pending()) {
+        wire::Envelope env;
+        env.mutable_terminate()->set_grace_ms(core.requests.terminate_grace_ms());
+        core.requests.TerminateResent(session->Send(std::move(env)));
+      }
+      for (std::uint64_t first : core.requests.StatusPending()) {
+        wire::Envelope env;
+        env.mutable_status_request();
+        core.requests.StatusResent(session->Send(std::move(env)), first);
+      }
+      // Credit as it stands (the Hello carried our acknowledged offsets).
+      wire::Envelope ack;
+      *ack.mutable_ack() = core.output.MakeAck(false);
+      session->Send(std::move(ack));
+      cond.NotifyAll();
+      co_return true;
+    }
+    if (absl::IsNotFound(welcome.status()) || absl::IsUnauthenticated(welcome.status())) break;  // gone
+    asio::steady_timer t(close_timer.get_executor(), backoff);
+    co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+  }
+  co_return false;
+}
+
+absl::Status Process::State::InputAllowed() const {
+  if (control) return InputClosedError("a control handle sends no input");
+  if (disconnected) return InputClosedError("this handle was disconnected; reopen the process");
+  if (absl::Status st = core.input.Allowed(); !st.ok()) return st;
+  if (!failed.ok()) return failed;
+  if (core.exit) return InputClosedError("the process has exited");
+  return absl::OkStatus();
+}
+
+asio::awaitable<absl::Status> Process::State::AwaitInputTurn(std::size_t bytes, bool is_close) {
+  absl::StatusOr<std::uint64_t> ticket = core.input.Admit(bytes, is_close);
+  if (!ticket.ok()) co_return ticket.status();
+  auto self = shared_from_this();
+  absl::Status result;
+  while (true) {
+    result = InputAllowed();
+    if (!result.ok()) break;
+    if (core.input.Ready(*ticket, bytes)) break;
+    if (!co_await cond.Wait()) {
+      result = WaitAbortedError("the write was aborted while queued; nothing of it was sent");
+      break;
+    }
+  }
+  core.input.Leave(*ticket, bytes);
+  cond.NotifyAll();  // the next in line
+  co_return result;
+}
+
+}  // namespace tether

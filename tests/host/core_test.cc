@@ -1,0 +1,188 @@
+// The host's sans-I/O cores (host/core/) and the tunnel chooser, driven
+// directly: no supervisor, no executor.
+#include <doctest.h>
+
+#include "host/core/process_core.h"
+#include "host/errors.h"
+#include "host/tunnel/choose.h"
+
+namespace tether {
+namespace {
+
+wire::Envelope Out(wire::Stream s, std::uint64_t offset, std::string data, bool eof = false) {
+  wire::Envelope env;
+  env.set_generation(1);
+  env.mutable_output()->set_stream(s);
+  env.mutable_output()->set_offset(offset);
+  env.mutable_output()->set_data(std::move(data));
+  env.mutable_output()->set_eof(eof);
+  return env;
+}
+
+core::ProcessCore Attached(core::OutputConfig oc, bool pipe) {
+  core::ProcessCore c(oc, pipe, /*keep_copies=*/true);
+  wire::Welcome w;
+  w.set_stdin_window_bytes(256 * 1024);
+  w.mutable_state()->set_pid(7);
+  REQUIRE(c.Attached(w).ok());
+  return c;
+}
+
+TEST_CASE("tunnel chooser: one pure decision per channel shape") {
+  struct Row {
+    const char* what;
+    ChannelCapabilities caps;
+    TunnelMode mode;
+    bool zstd;
+    bool always_reconnect;
+  };
+  const auto caps = [](bool exact, bool streaming, bool direct, bool costly) {
+    ChannelCapabilities c;
+    c.exact_bytes = exact;
+    c.streaming = streaming;
+    c.direct_connect = direct;
+    c.costly_bytes = costly;
+    return c;
+  };
+  const Row rows[] = {
+      {"local provider", caps(true, true, true, false), TunnelMode::kDirect, false, false},
+      {"ssh / kubectl exec / docker exec", caps(true, true, false, true), TunnelMode::kBinary, true, false},
+      {"exact bytes on this machine, no socket", caps(true, true, false, false), TunnelMode::kBinary, false, false},
+      {"text-only streaming channel", caps(false, true, false, true), TunnelMode::kText, true, true},
+      {"text-only, direct claimed but not exact", caps(false, true, true, false), TunnelMode::kText, false, true},
+      {"one-shot commands only", caps(false, false, false, true), TunnelMode::kExchange, true, true},
+      {"one-shot but exact", caps(true, false, false, true), TunnelMode::kExchange, true, true},
+  };
+  for (const Row& r : rows) {
+    CAPTURE(r.what);
+    const tunnel::TunnelChoice c = tunnel::ChooseTunnel(r.caps);
+    CHECK(c.mode == r.mode);
+    CHECK(c.zstd == r.zstd);
+    CHECK(c.always_reconnect == r.always_reconnect);
+  }
+  // CapabilitiesOf(mode) describes a channel that gets exactly that mode.
+  for (TunnelMode m : {TunnelMode::kDirect, TunnelMode::kBinary, TunnelMode::kText, TunnelMode::kExchange}) {
+    CHECK(tunnel::ChooseTunnel(CapabilitiesOf(m)).mode == m);
+  }
+}
+
+TEST_CASE("output receiver: offsets, window, acks and the end") {
+  core::ProcessCore c = Attached({}, false);
+  core::Effects fx;
+  wire::Envelope a = Out(wire::STREAM_STDOUT, 0, "hello");
+  REQUIRE(c.Handle(a, 1, &fx).ok());
+  wire::Envelope replay = Out(wire::STREAM_STDOUT, 2, "llo!");  // overlapping replay: only "!" is new
+  REQUIRE(c.Handle(replay, 1, &fx).ok());
+  core::ReadStep s = c.output.Take();
+  REQUIRE(s.kind == core::ReadStep::kChunk);
+  CHECK(s.chunk.bytes == "hello");
+  s = c.output.Take();
+  REQUIRE(s.kind == core::ReadStep::kChunk);
+  CHECK(s.chunk.offset == 5);
+  CHECK(s.chunk.bytes == "!");
+  CHECK(c.output.AckDue());  // caught up
+  CHECK(c.output.MakeAck(false).stdout_offset() == 6);
+  CHECK(c.output.Take().kind == core::ReadStep::kNeedMore);
+  wire::Envelope skip = Out(wire::STREAM_STDOUT, 9, "x");
+  CHECK(absl::IsDataLoss(c.Handle(skip, 1, &fx)));  // a hole without a gap report
+  wire::Envelope over = Out(wire::STREAM_STDERR, 0, std::string(kDefaultOutputWindowBytes + 1, 'e'));
+  CHECK(absl::IsDataLoss(c.Handle(over, 1, &fx)));  // beyond the window
+}
+
+TEST_CASE("output receiver: exit only after both ends; stale generations ignored") {
+  core::ProcessCore c = Attached({}, false);
+  core::Effects fx;
+  wire::Envelope exit;
+  exit.set_generation(1);
+  exit.mutable_exit()->set_code(3);
+  CHECK(absl::IsDataLoss(c.Handle(exit, 1, &fx)));
+  wire::Envelope e0 = Out(wire::STREAM_STDOUT, 0, "", true), e1 = Out(wire::STREAM_STDERR, 0, "", true);
+  REQUIRE(c.Handle(e0, 1, &fx).ok());
+  REQUIRE(c.Handle(e1, 1, &fx).ok());
+  wire::Envelope old = exit;
+  old.set_generation(0);
+  REQUIRE(c.Handle(old, 1, &fx).ok());
+  CHECK(!fx.exit_arrived);
+  REQUIRE(c.Handle(exit, 1, &fx).ok());
+  CHECK(fx.exit_arrived);
+  CHECK(c.exit->code == 3);
+  CHECK(c.output.Take().kind == core::ReadStep::kEnd);
+  wire::Envelope future = exit;
+  future.set_generation(2);
+  CHECK(absl::IsDataLoss(c.Handle(future, 1, &fx)));
+}
+
+TEST_CASE("output receiver: gap after gap cannot grow unread output past two windows") {
+  core::OutputConfig oc;
+  oc.window = oc.unread_limit = 16 * 1024;
+  core::ProcessCore c = Attached(oc, false);
+  core::Effects fx;
+  std::uint64_t at = 0;
+  absl::Status st;
+  for (int round = 0; round < 8 && st.ok(); ++round) {
+    wire::Envelope o = Out(wire::STREAM_STDOUT, at, std::string(oc.window, 'a'));
+    st = c.Handle(o, 1, &fx);
+    at += oc.window;
+    if (!st.ok()) break;
+    wire::Envelope g;
+    g.set_generation(1);
+    g.mutable_output_gap()->set_stream(wire::STREAM_STDOUT);
+    g.mutable_output_gap()->set_from(at);
+    g.mutable_output_gap()->set_to(at + 100);
+    at += 100;
+    st = c.Handle(g, 1, &fx);
+  }
+  CHECK(absl::IsDataLoss(st));
+  CHECK(c.output.unread_bytes() <= 2 * oc.window);
+}
+
+TEST_CASE("input sender: offsets, queue, acks, resend and the failure verdict") {
+  core::ProcessCore c = Attached({}, true);
+  absl::StatusOr<std::uint64_t> t = c.input.Admit(3, false);
+  REQUIRE(t.ok());
+  CHECK(c.input.Ready(*t, 3));
+  CHECK(c.input.MakeData("abc").offset() == 0);
+  c.input.Leave(*t, 3);
+  CHECK(c.input.MakeData("de").offset() == 3);
+  CHECK(c.input.Settled(false).code() == absl::StatusCode::kFailedPrecondition);
+  wire::StdinAck ack;
+  ack.set_offset(9);
+  CHECK(absl::IsDataLoss(c.input.OnAck(ack)));  // beyond what was sent
+  ack.set_offset(3);
+  REQUIRE(c.input.OnAck(ack).ok());
+  wire::ProcessState st;
+  st.set_stdin_received(3);
+  std::vector<wire::Envelope> again = c.input.Resend(st);
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].stdin_data().offset() == 3);
+  CHECK(again[0].stdin_data().data() == "de");
+  c.input.OnConnectionLost(absl::UnavailableError("gone"));
+  CHECK(ErrorCodeOf(c.input.Allowed()) == ErrorCode::kOutcomeUnknown);
+  CHECK(ErrorCodeOf(c.input.Settled(false)) == ErrorCode::kOutcomeUnknown);
+  // A full queue refuses writes, never a close.
+  core::InputSender q(true, false);
+  for (std::size_t i = 0; i < kMaxWriteQueueCalls; ++i) REQUIRE(q.Admit(1, false).ok());
+  CHECK(absl::IsResourceExhausted(q.Admit(1, false).status()));
+  CHECK(q.Admit(0, true).ok());
+}
+
+TEST_CASE("requests: a status reply under a resent id answers the first; terminate settles once") {
+  core::Requests r;
+  r.StatusSent(10);
+  CHECK(!r.StatusReply(10));
+  CHECK(r.StatusPending() == std::vector<std::uint64_t>{10});
+  r.StatusResent(20, 10);
+  wire::ProcessState running;
+  running.set_phase(wire::ProcessState::PHASE_RUNNING);
+  CHECK(!r.OnStatus(20, running));
+  REQUIRE(r.StatusReply(10));
+  CHECK(r.StatusReply(10)->phase() == wire::ProcessState::PHASE_RUNNING);
+  r.TerminateSent(30, 500);
+  CHECK(r.terminate_pending());
+  CHECK(r.OnStatus(30, running));
+  CHECK(!r.OnStatus(30, running));
+  CHECK(r.terminate_result()->ok());
+}
+
+}  // namespace
+}  // namespace tether

@@ -20,6 +20,11 @@
 //   std::vector<std::string> argv = protocol::ToArgv(bridge, supervisor_path);
 //   co_await transport.Exec(std::move(argv));
 //
+//   // launch, per tunnel: kBinary, kText, kDirect, or kExchange with its relay
+//   protocol::LaunchCommand launch{.tunnel = protocol::LaunchTunnel::kExchange,
+//                                  .relay_id = id, .init_file = init_path};
+//   protocol::RelayCommand relay{.state_dir = dir, .relay_id = id, .init_file = init_path};
+//
 // Supervisor side:
 //
 //   absl::StatusOr<protocol::Command> cmd = protocol::ParseCommandLine(args);

@@ -494,7 +494,8 @@ TEST_CASE("Next returns the frames before a damaged line, then kDataLoss, and st
   CHECK(testing::Contains(r.status().message(), "damaged a frame line"));
   CHECK(in == Line("after"));  // nothing after the hole is consumed
   // Failed for good, even on a clean line.
-  std::string_view more = Line("after");
+  const std::string clean = Line("after");
+  std::string_view more = clean;
   CHECK(absl::IsDataLoss(dec.Next(&more, &frame).status()));
   CHECK(dec.damaged_lines() == 1);
 }

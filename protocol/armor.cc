@@ -159,6 +159,20 @@ bool ArmorDecoder::ParseLine(std::string_view line, std::string* frame) {
 }
 
 DecodeResult ArmorDecoder::Decode(std::string_view* in, std::string* frame) {
+  return Scan(in, frame, /*stop_on_damage=*/false);
+}
+
+absl::StatusOr<DecodeResult> ArmorDecoder::Next(std::string_view* in, std::string* frame) {
+  const auto damaged = [] {
+    return absl::DataLossError("the channel damaged a frame line (checksum or encoding): a frame was lost");
+  };
+  if (damaged_ > 0) return damaged();
+  const DecodeResult r = Scan(in, frame, /*stop_on_damage=*/true);
+  if (damaged_ > 0) return damaged();
+  return r;
+}
+
+DecodeResult ArmorDecoder::Scan(std::string_view* in, std::string* frame, bool stop_on_damage) {
   while (!in->empty()) {
     const void* nl = std::memchr(in->data(), '\n', in->size());
     const std::size_t take = nl ? static_cast<const char*>(nl) - in->data() : in->size();
@@ -182,6 +196,7 @@ DecodeResult ArmorDecoder::Decode(std::string_view* in, std::string* frame) {
     line_.clear();
     if (ok) return DecodeResult::kFrame;
     ++skipped_;
+    if (stop_on_damage && damaged_ > 0) break;
   }
   return DecodeResult::kNeedMore;
 }

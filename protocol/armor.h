@@ -14,12 +14,17 @@
 //
 // The decoder skips every line that is not a valid armored frame for its
 // direction (wrong marker, bad character, bad checksum, over-long line) and
-// counts it; it never fails on such input.
+// counts it. Decode() never fails on such input; Next() applies the stream
+// rule every relay of a byte stream must follow: a *damaged* line (a frame
+// line that fails to decode, see damaged_lines()) ends the stream.
 //
 //   ArmorDecoder dec(ArmorDirection::kToHost);
 //   std::string frame;
-//   while (dec.Decode(&in, &frame) == DecodeResult::kFrame) {
-//     absl::StatusOr<std::string> payload = DecodeWholeFrame(frame);
+//   while (true) {
+//     absl::StatusOr<DecodeResult> r = dec.Next(&in, &frame);
+//     if (!r.ok()) { /* kDataLoss: a frame was lost; end the stream */ }
+//     if (*r == DecodeResult::kNeedMore) break;
+//     Forward(frame);
 //   }
 #pragma once
 
@@ -28,6 +33,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/statusor.h"
 #include "protocol/frame.h"
 
 namespace tether::protocol {
@@ -58,6 +64,11 @@ class ArmorDecoder {
   // kFrame with the frame bytes in *frame, or kNeedMore once *in is empty.
   DecodeResult Decode(std::string_view* in, std::string* frame);
 
+  // The stream rule: as Decode(), except that the first damaged line ends
+  // the stream with kDataLoss (and every later call returns it). Frames on
+  // lines before it are returned first; input after it is left in *in.
+  absl::StatusOr<DecodeResult> Next(std::string_view* in, std::string* frame);
+
   // Lines seen that were not valid armored frames for this direction.
   std::uint64_t skipped_lines() const { return skipped_; }
   // Of those, lines that carry this direction's marker but fail to decode
@@ -69,6 +80,7 @@ class ArmorDecoder {
 
  private:
   bool ParseLine(std::string_view line, std::string* frame);
+  DecodeResult Scan(std::string_view* in, std::string* frame, bool stop_on_damage);
 
   ArmorDirection dir_;
   std::string line_;

@@ -116,11 +116,12 @@ int RunBridge(int sock, std::string upstream, bool text) {
   bool damaged = false;
   const auto decode_into_up = [&](std::string_view in) {
     std::string frame;
-    while (!damaged && armor_in.Decode(&in, &frame) == protocol::DecodeResult::kFrame) {
-      damaged = armor_in.damaged_lines() > 0;
-      if (!damaged) up.Append(frame);
+    while (!damaged) {
+      const absl::StatusOr<protocol::DecodeResult> r = armor_in.Next(&in, &frame);
+      damaged = !r.ok();
+      if (damaged || *r == protocol::DecodeResult::kNeedMore) break;
+      up.Append(frame);
     }
-    damaged = damaged || armor_in.damaged_lines() > 0;
   };
   if (text) {
     decode_into_up(upstream);
@@ -217,8 +218,9 @@ int RunBridge(int sock, std::string upstream, bool text) {
   }
 }
 
-int BridgeMain(const std::string& state_dir, bool text) {
-  absl::StatusOr<int> sock = ConnectInDir(state_dir);
+int BridgeMain(const protocol::BridgeCommand& cmd) {
+  const bool text = cmd.text;
+  absl::StatusOr<int> sock = ConnectInDir(cmd.state_dir);
   if (!sock.ok()) {
     wire::Envelope env;
     env.mutable_error()->set_code(absl::IsNotFound(sock.status()) ? wire::ERROR_NOT_FOUND

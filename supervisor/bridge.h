@@ -3,6 +3,9 @@
 #pragma once
 
 #include <string>
+#include <string_view>
+
+#include "protocol/command_line.h"
 
 namespace tether::supervisor {
 
@@ -21,7 +24,7 @@ int RunBridge(int sock_fd, std::string upstream, bool text);
 // Writes one frame to stdout, armored when `text`.
 void WriteFrameToHost(std::string_view frame, bool text);
 
-// `tether-supervisor bridge DIR`: connect to DIR's socket and relay.
-int BridgeMain(const std::string& state_dir, bool text);
+// `tether-supervisor bridge [--text] DIR`: connect to DIR's socket and relay.
+int BridgeMain(const protocol::BridgeCommand& cmd);
 
 }  // namespace tether::supervisor

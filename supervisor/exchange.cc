@@ -2,204 +2,268 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <optional>
+#include <list>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "protocol/armor.h"
-#include "protocol/frame.h"
+#include "protocol/exchange_format.h"
+#include "protocol/status_macros.h"
+#include "supervisor/daemonize.h"
 #include "supervisor/state_dir.h"
 
 namespace tether::supervisor {
 namespace {
 
-constexpr std::uint32_t kCloseRequest = 0xFFFFFFFF;  // `exchange DIR ID close`
-
 using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
 
 std::string RelayDir(const std::string& state_dir, const std::string& id) { return state_dir + ".x-" + id; }
 
-bool ValidId(const std::string& id) {
-  if (id.empty() || id.size() > 64) return false;
-  for (char c : id) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) return false;
-  }
-  return true;
+void SetNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+int MsUntil(Clock::time_point t) {
+  const auto ms = std::chrono::duration_cast<milliseconds>(t - Clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(ms, 0, kRelayIdleMs));
 }
 
-void PutU64(std::string* out, std::uint64_t v) {
-  for (int i = 7; i >= 0; --i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-std::uint64_t GetU64(const char* p) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = v << 8 | static_cast<unsigned char>(p[i]);
-  return v;
-}
+// One `exchange` poll's connection to the relay.
+struct Conn {
+  enum class Phase {
+    kReading,  // until its request is whole
+    kParked,   // waiting (kExchangeWaitMs at most) for daemon output to answer with
+    kWriting,  // its reply is going out
+  };
+  int fd = -1;
+  Phase phase = Phase::kReading;
+  protocol::RelayRequestDecoder decoder;
+  std::string reply;
+  std::size_t sent = 0;
+  std::uint64_t out_offset = 0;  // kParked: the poll's OUT_OFFSET
+  Clock::time_point deadline;    // kReading / kWriting: dropped then; kParked: answered then
+};
 
-// Reads exactly n bytes (blocking fd), false on EOF or error.
-bool ReadFull(int fd, char* p, std::size_t n) {
-  while (n > 0) {
-    pollfd q{fd, POLLIN, 0};
-    if (::poll(&q, 1, 2000) <= 0) return false;
-    const ssize_t r = ::read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<std::size_t>(r);
-  }
-  return true;
-}
-
-bool WriteFull(int fd, std::string_view s) {
-  while (!s.empty()) {
-    const ssize_t r = ::send(fd, s.data(), s.size(), MSG_NOSIGNAL);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    s.remove_prefix(static_cast<std::size_t>(r));
-  }
-  return true;
-}
-
-void PrintReply(const std::string& payload) {
-  const std::string line = protocol::ArmorLine(protocol::EncodeFrame(payload), protocol::ArmorDirection::kToHost);
-  (void)!::write(1, line.data(), line.size());
-}
-
-struct Relay {
-  int daemon = -1, listen = -1;
-  std::string in;                 // host bytes not yet written to the daemon
-  std::uint64_t in_received = 0;  // host bytes accepted (offset)
-  std::string out;                // daemon bytes from out_base not yet acknowledged
-  std::uint64_t out_base = 0;
-  bool daemon_eof = false;
-  bool closing = false;
-  // One poll waiting for output.
-  int client = -1;
-  std::uint64_t client_out = 0;
-  Clock::time_point client_deadline;
-  Clock::time_point last_poll = Clock::now();
-
-  void Reply() {
-    std::string payload;
-    PutU64(&payload, in_received);
-    const std::uint64_t from = std::max(client_out, out_base);
-    PutU64(&payload, from);
-    payload.push_back(static_cast<char>(daemon_eof ? kExchangeDaemonEnded : 0));
-    const std::size_t skip = static_cast<std::size_t>(from - out_base);
-    if (skip < out.size()) payload.append(out, skip, kMaxExchangeReplyBytes);
-    std::string msg;
-    PutU64(&msg, payload.size());
-    msg += payload;
-    WriteFull(client, msg);
-    ::close(client);
-    client = -1;
-  }
-
-  // Reads one request from a new connection and applies its input.
-  void Accept() {
-    const int c = ::accept4(listen, nullptr, nullptr, SOCK_CLOEXEC);
-    if (c < 0) return;
-    char head[20];
-    if (!ReadFull(c, head, sizeof head)) {
-      ::close(c);
-      return;
-    }
-    const std::uint64_t in_off = GetU64(head), out_off = GetU64(head + 8);
-    const std::uint32_t len = static_cast<std::uint32_t>(static_cast<unsigned char>(head[16])) << 24 |
-                              static_cast<std::uint32_t>(static_cast<unsigned char>(head[17])) << 16 |
-                              static_cast<std::uint32_t>(static_cast<unsigned char>(head[18])) << 8 |
-                              static_cast<std::uint32_t>(static_cast<unsigned char>(head[19]));
-    if (len == kCloseRequest) {
-      // The host is done with this relay: let the attachment go (the daemon
-      // keeps backpressure for a lease, as for any lost attachment).
-      ::close(c);
-      closing = true;
-      return;
-    }
-    if (len > (1u << 20)) {
-      ::close(c);
-      return;
-    }
-    std::string data(len, '\0');
-    if (!ReadFull(c, data.data(), len)) {
-      ::close(c);
-      return;
-    }
-    last_poll = Clock::now();
-    if (client >= 0) Reply();  // a newer poll supersedes a parked one
-    // Input: only what extends what we have (a repeated poll adds nothing).
-    if (in_off <= in_received && in_off + len > in_received && in.size() < kRelayBufferBytes) {
-      const std::size_t skip = static_cast<std::size_t>(in_received - in_off);
-      in.append(data, skip, std::string::npos);
-      in_received = in_off + len;
-    }
-    // Output below out_off reached the host.
-    if (out_off > out_base) {
-      const std::size_t drop = static_cast<std::size_t>(std::min<std::uint64_t>(out_off - out_base, out.size()));
-      out.erase(0, drop);
-      out_base += drop;
-    }
-    client = c;
-    client_out = out_off;
-    client_deadline = Clock::now() + std::chrono::milliseconds(kExchangeWaitMs);
-    if (out_base + out.size() > out_off || daemon_eof || !in.empty()) Reply();
-  }
+class Relay {
+ public:
+  Relay(int daemon, int listen, std::string initial) : daemon_(daemon), listen_(listen), in_(std::move(initial)) {}
 
   int Run() {
     char buf[64 * 1024];
     while (true) {
-      if (client < 0 && daemon_eof && out.empty()) return 0;  // all delivered
-      if (closing) return 0;
-      if (client < 0 && Clock::now() - last_poll > std::chrono::milliseconds(kRelayIdleMs)) return 0;
-      pollfd p[3] = {{daemon, 0, 0}, {listen, POLLIN, 0}, {client, 0, 0}};
-      if (!daemon_eof && out.size() < kRelayBufferBytes) p[0].events |= POLLIN;
-      if (!daemon_eof && !in.empty()) p[0].events |= POLLOUT;
+      if (closing_) return 0;
+      const bool answering = std::any_of(conns_.begin(), conns_.end(),
+                                         [](const Conn& c) { return c.phase != Conn::Phase::kReading; });
+      if (!answering && daemon_eof_ && out_.empty()) return 0;  // all delivered
+      if (!answering && Clock::now() - last_poll_ > milliseconds(kRelayIdleMs)) return 0;
+
+      std::vector<pollfd> p;
+      p.push_back({daemon_, 0, 0});
+      if (!daemon_eof_ && out_.size() < kRelayBufferBytes) p[0].events |= POLLIN;
+      if (!daemon_eof_ && !in_.empty()) p[0].events |= POLLOUT;
       if (p[0].events == 0) p[0].fd = -1;
-      if (client < 0) p[2].fd = -1;
-      int timeout = 1000;
-      if (client >= 0) {
-        timeout = static_cast<int>(std::max<long>(
-            0, std::chrono::duration_cast<std::chrono::milliseconds>(client_deadline - Clock::now()).count()));
+      p.push_back({listen_, POLLIN, 0});
+      Clock::time_point wake = Clock::now() + milliseconds(1000);
+      for (const Conn& c : conns_) {
+        // A parked poll is only waited on (its deadline); a hangup there
+        // would end every poll() at once.
+        const short ev = c.phase == Conn::Phase::kReading   ? POLLIN
+                         : c.phase == Conn::Phase::kWriting ? POLLOUT
+                                                            : 0;
+        p.push_back({ev ? c.fd : -1, ev, 0});
+        wake = std::min(wake, c.deadline);
       }
-      if (::poll(p, 3, timeout) < 0 && errno != EINTR) return 1;
+      if (::poll(p.data(), p.size(), MsUntil(wake)) < 0 && errno != EINTR) return 1;
+
       if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-        const ssize_t n = ::read(daemon, buf, sizeof buf);
+        const ssize_t n = ::read(daemon_, buf, sizeof buf);
         if (n > 0) {
-          out.append(buf, static_cast<std::size_t>(n));
+          out_.append(buf, static_cast<std::size_t>(n));
         } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-          daemon_eof = true;
+          daemon_eof_ = true;
         }
       }
-      if ((p[0].revents & POLLOUT) && !in.empty()) {
-        const ssize_t n = ::send(daemon, in.data(), in.size(), MSG_NOSIGNAL);
-        if (n > 0) in.erase(0, static_cast<std::size_t>(n));
-        if (n < 0 && errno != EAGAIN && errno != EINTR) daemon_eof = true;
+      if ((p[0].revents & POLLOUT) && !in_.empty()) {
+        const ssize_t n = ::send(daemon_, in_.data(), in_.size(), MSG_NOSIGNAL);
+        if (n > 0) in_.erase(0, static_cast<std::size_t>(n));
+        if (n < 0 && errno != EAGAIN && errno != EINTR) daemon_eof_ = true;
       }
-      if (p[1].revents & POLLIN) Accept();
-      if (client >= 0 && (out_base + out.size() > client_out || daemon_eof || Clock::now() >= client_deadline)) {
-        Reply();
+      // Connections first (their pollfds are in `p` in list order), then new ones.
+      std::size_t i = 2;
+      for (auto it = conns_.begin(); it != conns_.end(); ++i) {
+        it = Serve(it, p[i].revents, buf, sizeof buf);
       }
+      if (p[1].revents & POLLIN) AcceptAll();
     }
   }
+
+ private:
+  using ConnIt = std::list<Conn>::iterator;
+
+  ConnIt Drop(ConnIt it) {
+    ::close(it->fd);
+    return conns_.erase(it);
+  }
+
+  // One step of a connection; returns the next one.
+  ConnIt Serve(ConnIt it, short revents, char* buf, std::size_t size) {
+    Conn& c = *it;
+    const Clock::time_point now = Clock::now();
+    switch (c.phase) {
+      case Conn::Phase::kReading: {
+        if (revents & (POLLIN | POLLHUP | POLLERR)) {
+          const ssize_t n = ::recv(c.fd, buf, size, MSG_DONTWAIT);
+          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return Drop(it);
+          if (n > 0) {
+            std::string_view in(buf, static_cast<std::size_t>(n));
+            protocol::RelayRequest req;
+            absl::StatusOr<bool> got = c.decoder.Next(&in, &req);
+            // A bad request, or bytes after the request: not an `exchange` of ours.
+            if (!got.ok() || (*got && !in.empty())) return Drop(it);
+            if (*got) return Handle(it, std::move(req));
+          }
+        }
+        if (now >= c.deadline) return Drop(it);  // a peer that stalls gets no more of our time
+        return std::next(it);
+      }
+      case Conn::Phase::kParked:
+        if (out_base_ + out_.size() > c.out_offset || daemon_eof_ || now >= c.deadline) Answer(c);
+        return std::next(it);
+      case Conn::Phase::kWriting:
+        if (revents & (POLLOUT | POLLHUP | POLLERR)) {
+          const ssize_t n = ::send(c.fd, c.reply.data() + c.sent, c.reply.size() - c.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+          if (n < 0 && errno != EAGAIN && errno != EINTR) return Drop(it);
+          if (n > 0) c.sent += static_cast<std::size_t>(n);
+        }
+        if (c.sent == c.reply.size() || now >= c.deadline) return Drop(it);
+        return std::next(it);
+    }
+    return std::next(it);
+  }
+
+  void AcceptAll() {
+    while (true) {
+      const int fd = ::accept4(listen_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) return;
+      if (conns_.size() >= kMaxRelayConnections) {
+        ::close(fd);
+        continue;
+      }
+      Conn& c = conns_.emplace_back();
+      c.fd = fd;
+      c.deadline = Clock::now() + milliseconds(kRelayPeerTimeoutMs);
+    }
+  }
+
+  ConnIt Handle(ConnIt it, protocol::RelayRequest req) {
+    if (req.close) {
+      // The host is done with this relay: let the attachment go (the daemon
+      // keeps backpressure for a lease, as for any lost attachment).
+      closing_ = true;
+      return Drop(it);
+    }
+    last_poll_ = Clock::now();
+    for (Conn& other : conns_) {
+      if (other.phase == Conn::Phase::kParked) Answer(other);  // a newer poll supersedes a parked one
+    }
+    // Input: only what extends what we have (a repeated poll adds nothing).
+    const std::uint64_t len = req.data.size();
+    if (req.in_offset <= in_received_ && req.in_offset + len > in_received_ && in_.size() < kRelayBufferBytes) {
+      in_.append(req.data, static_cast<std::size_t>(in_received_ - req.in_offset), std::string::npos);
+      in_received_ = req.in_offset + len;
+    }
+    // Output below out_offset reached the host.
+    if (req.out_offset > out_base_) {
+      const auto drop = static_cast<std::size_t>(std::min<std::uint64_t>(req.out_offset - out_base_, out_.size()));
+      out_.erase(0, drop);
+      out_base_ += drop;
+    }
+    Conn& c = *it;
+    c.phase = Conn::Phase::kParked;
+    c.out_offset = req.out_offset;
+    c.deadline = Clock::now() + milliseconds(kExchangeWaitMs);
+    if (out_base_ + out_.size() > c.out_offset || daemon_eof_ || !in_.empty()) Answer(c);
+    return std::next(it);
+  }
+
+  // Starts the reply to a parked poll: what the daemon sent from its
+  // OUT_OFFSET, at most kMaxExchangeReplyDataBytes (the host asks again for
+  // the rest: `from` + the length tell it where it is).
+  void Answer(Conn& c) {
+    protocol::ExchangeReply r;
+    r.in_received = in_received_;
+    r.from = std::max(c.out_offset, out_base_);
+    r.flags = daemon_eof_ ? protocol::kExchangeDaemonEnded : 0;
+    const auto skip = static_cast<std::size_t>(r.from - out_base_);
+    if (skip < out_.size()) r.data.assign(out_, skip, protocol::kMaxExchangeReplyDataBytes);
+    absl::StatusOr<std::string> payload = protocol::EncodeExchangeReply(r);
+    TETHER_CHECK(payload.ok());  // within the cap by construction
+    c.reply = protocol::EncodeRelayReply(*payload);
+    c.sent = 0;
+    c.phase = Conn::Phase::kWriting;
+    c.deadline = Clock::now() + milliseconds(kRelayPeerTimeoutMs);
+  }
+
+  int daemon_, listen_;
+  std::string in_;                 // host bytes not yet written to the daemon
+  std::uint64_t in_received_ = 0;  // host bytes accepted (offset)
+  std::string out_;                // daemon bytes from out_base_ not yet acknowledged
+  std::uint64_t out_base_ = 0;
+  bool daemon_eof_ = false;
+  bool closing_ = false;
+  std::list<Conn> conns_;
+  Clock::time_point last_poll_ = Clock::now();
 };
+
+// Sends `request` and reads one reply payload, all within `deadline`.
+absl::StatusOr<std::string> AskRelay(int fd, std::string_view request, Clock::time_point deadline) {
+  SetNonBlocking(fd);
+  protocol::RelayReplyDecoder decoder;
+  char buf[64 * 1024];
+  while (true) {
+    pollfd p{fd, static_cast<short>(request.empty() ? POLLIN : POLLOUT), 0};
+    const int r = ::poll(&p, 1, MsUntil(deadline));
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) return absl::DeadlineExceededError("the relay did not answer in time");
+    if (r < 0) return absl::InternalError(std::strerror(errno));
+    if (!request.empty()) {
+      const ssize_t n = ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (n <= 0) return absl::UnavailableError("the relay closed the connection");
+      request.remove_prefix(static_cast<std::size_t>(n));
+      continue;
+    }
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n <= 0) return absl::UnavailableError("the relay closed the connection before its reply");
+    std::string_view in(buf, static_cast<std::size_t>(n));
+    std::string payload;
+    ASSIGN_OR_RETURN(bool got, decoder.Next(&in, &payload));
+    if (got) return payload;
+  }
+}
+
+void Print(std::string_view line) {
+  while (!line.empty()) {
+    const ssize_t n = ::write(1, line.data(), line.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    line.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
 
 }  // namespace
 
-absl::StatusOr<std::string> TakeInitFile(const std::string& at_path) {
-  if (at_path.size() < 2 || at_path[0] != '@' || at_path[1] != '/') {
-    return absl::InvalidArgumentError("expected @ABSOLUTE_PATH of the host's private frames");
+absl::StatusOr<std::string> TakeInitFile(const std::string& path) {
+  if (path.empty() || path[0] != '/') {
+    return absl::InvalidArgumentError("expected the absolute path of the host's private frames");
   }
-  const std::string path = at_path.substr(1);
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
   struct stat st {};
@@ -225,10 +289,7 @@ absl::StatusOr<std::string> TakeInitFile(const std::string& at_path) {
 
 int StartRelay(int daemon_sock, const std::string& state_dir, const std::string& id, std::string initial) {
   const std::string dir = RelayDir(state_dir, id);
-  if (!ValidId(id)) {
-    std::fprintf(stderr, "tether-supervisor relay: bad relay id\n");
-    return 2;
-  }
+  TETHER_CHECK(protocol::ValidRelayId(id));  // the command line was parsed
   if (absl::Status st = CreatePrivateDir(dir); !st.ok()) {
     std::fprintf(stderr, "tether-supervisor relay: %s\n", std::string(st.message()).c_str());
     return 1;
@@ -239,96 +300,74 @@ int StartRelay(int daemon_sock, const std::string& state_dir, const std::string&
     std::fprintf(stderr, "tether-supervisor relay: %s\n", std::string(listen.status().message()).c_str());
     return 1;
   }
-  const pid_t p = ::fork();
-  int st = 0;
-  if (p > 0) {
-    while (::waitpid(p, &st, 0) < 0 && errno == EINTR) {
-    }
+  switch (Daemonize({.keep = {daemon_sock, *listen}})) {
+    case Forked::kFailed:
+      // No relay runs: nothing of it stays behind.
+      ::close(*listen);
+      RemovePrivateDir(dir);
+      std::fprintf(stderr, "tether-supervisor relay: cannot start the relay: fork failed\n");
+      return 1;
+    case Forked::kCaller:
+      std::puts("tether-relay-ok");
+      std::fflush(stdout);
+      return 0;
+    case Forked::kDaemon:
+      break;
   }
-  if (p < 0 || (WIFEXITED(st) && WEXITSTATUS(st) == 1)) {
-    // No relay runs (a fork failed): nothing of it stays behind.
-    ::close(*listen);
-    RemovePrivateDir(dir);
-    std::fprintf(stderr, "tether-supervisor relay: cannot start the relay: fork failed\n");
-    return 1;
-  }
-  if (p > 0) {
-    std::puts("tether-relay-ok");
-    std::fflush(stdout);
-    return 0;
-  }
-  ::setsid();
-  const pid_t relay = ::fork();
-  if (relay != 0) ::_exit(relay > 0 ? 0 : 1);
-  const int null = ::open("/dev/null", O_RDWR);
-  ::dup2(null, 0), ::dup2(null, 1), ::dup2(null, 2);
-  if (null > 2) ::close(null);
-  ::signal(SIGPIPE, SIG_IGN);
-  ::signal(SIGHUP, SIG_IGN);
-  ::fcntl(daemon_sock, F_SETFL, ::fcntl(daemon_sock, F_GETFL) | O_NONBLOCK);
-  Relay r;
-  r.daemon = daemon_sock;
-  r.listen = *listen;
-  r.in = std::move(initial);  // the host's Hello: before any polled byte
-  const int rc = r.Run();
+  SetNonBlocking(daemon_sock);
+  SetNonBlocking(*listen);
+  const int rc = Relay(daemon_sock, *listen, std::move(initial)).Run();  // the Hello: before any polled byte
   RemovePrivateDir(dir);
   ::_exit(rc);
 }
 
-int RelayMain(const std::string& state_dir, const std::string& id, const std::string& init) {
-  absl::StatusOr<std::string> initial = TakeInitFile(init);
+int RelayMain(const protocol::RelayCommand& cmd) {
+  absl::StatusOr<std::string> initial = TakeInitFile(cmd.init_file);
   if (!initial.ok()) {
     std::fprintf(stderr, "tether-supervisor relay: %s\n", std::string(initial.status().message()).c_str());
     return 2;
   }
-  absl::StatusOr<int> sock = ConnectInDir(state_dir);
+  absl::StatusOr<int> sock = ConnectInDir(cmd.state_dir);
   if (!sock.ok()) {
     std::fprintf(stderr, "tether-supervisor relay: %s\n", std::string(sock.status().message()).c_str());
     std::puts("tether-relay-gone");
     return 1;
   }
-  return StartRelay(*sock, state_dir, id, *std::move(initial));
+  return StartRelay(*sock, cmd.state_dir, cmd.relay_id, *std::move(initial));
 }
 
-int ExchangeMain(const std::string& state_dir, const std::string& id, const std::string& in_offset,
-                 const std::string& out_offset, const std::string& data_base85) {
-  std::uint64_t in_off = 0, out_off = 0;
-  std::string data;
-  if (in_offset == "close" && ValidId(id)) {
-    absl::StatusOr<int> sock = ConnectInDir(RelayDir(state_dir, id));
-    if (!sock.ok()) return 0;
-    std::string req(16, '\0');
-    for (int i = 0; i < 4; ++i) req.push_back('\xff');
-    WriteFull(*sock, req);
-    return 0;
-  }
-  if (!ValidId(id) || !absl::SimpleAtoi(in_offset, &in_off) || !absl::SimpleAtoi(out_offset, &out_off) ||
-      !protocol::Base85Decode(data_base85, &data)) {
-    std::fprintf(stderr, "tether-supervisor exchange: bad arguments\n");
-    return 2;
-  }
-  absl::StatusOr<int> sock = ConnectInDir(RelayDir(state_dir, id));
+int ExchangeCloseMain(const protocol::ExchangeCloseCommand& cmd) {
+  absl::StatusOr<int> sock = ConnectInDir(RelayDir(cmd.state_dir, cmd.relay_id));
+  if (!sock.ok()) return 0;
+  protocol::RelayRequest close;
+  close.close = true;
+  const std::string req = protocol::EncodeRelayRequest(close);
+  (void)AskRelay(*sock, req, Clock::now() + milliseconds(kExchangeReplyTimeoutMs));  // no reply: ends at EOF
+  ::close(*sock);
+  return 0;
+}
+
+int ExchangeMain(const protocol::ExchangePollCommand& cmd) {
+  absl::StatusOr<int> sock = ConnectInDir(RelayDir(cmd.state_dir, cmd.relay_id));
   if (!sock.ok()) {
-    std::string payload;
-    PutU64(&payload, 0);
-    PutU64(&payload, 0);
-    payload.push_back(static_cast<char>(kExchangeNoRelay));
-    PrintReply(payload);
+    protocol::ExchangeReply gone;
+    gone.flags = protocol::kExchangeNoRelay;
+    Print(protocol::ArmorExchangeReply(*protocol::EncodeExchangeReply(gone)));
     return 1;
   }
-  std::string req;
-  PutU64(&req, in_off);
-  PutU64(&req, out_off);
-  const std::uint32_t len = static_cast<std::uint32_t>(data.size());
-  for (int i = 3; i >= 0; --i) req.push_back(static_cast<char>(len >> (8 * i)));
-  req += data;
-  char head[8];
-  if (!WriteFull(*sock, req) || !ReadFull(*sock, head, 8)) return 1;
-  const std::uint64_t n = GetU64(head);
-  if (n > kMaxExchangeReplyBytes + 64) return 1;
-  std::string payload(static_cast<std::size_t>(n), '\0');
-  if (!ReadFull(*sock, payload.data(), payload.size())) return 1;
-  PrintReply(payload);
+  const std::string req = protocol::EncodeRelayRequest(
+      {.in_offset = cmd.in_offset, .out_offset = cmd.out_offset, .data = cmd.data});
+  absl::StatusOr<std::string> payload = AskRelay(*sock, req, Clock::now() + milliseconds(kExchangeReplyTimeoutMs));
+  ::close(*sock);
+  if (payload.ok()) {
+    // Only a well-formed reply goes out; the host repeats a poll without one.
+    if (absl::Status st = protocol::DecodeExchangeReply(*payload).status(); !st.ok()) payload = st;
+  }
+  if (!payload.ok()) {
+    std::fprintf(stderr, "tether-supervisor exchange: %s\n", std::string(payload.status().message()).c_str());
+    return 1;
+  }
+  Print(protocol::ArmorExchangeReply(*payload));
   return 0;
 }
 

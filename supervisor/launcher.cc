@@ -1,12 +1,7 @@
 #include "supervisor/launcher.h"
 
-#include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,12 +10,12 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "protocol/armor.h"
 #include "protocol/envelope.h"
 #include "supervisor/bridge.h"
 #include "supervisor/child.h"
-#include "protocol/armor.h"
-#include "supervisor/bridge.h"
 #include "supervisor/daemon.h"
+#include "supervisor/daemonize.h"
 #include "supervisor/exchange.h"
 #include "supervisor/proc_scrub.h"
 #include "supervisor/state_dir.h"
@@ -33,20 +28,27 @@ bool IdChar(char c) {
          c == '_';
 }
 
-bool g_text = false;  // the channel carries armored lines (launch --text)
+using protocol::LaunchTunnel;
 
-int Report(wire::ErrorCode code, const absl::Status& st) {
+// Errors go out armored where the host reads lines: the text tunnel, and the
+// exchange tunnel's one-shot output.
+bool ArmoredReplies(const protocol::LaunchCommand& cmd) {
+  return cmd.tunnel == LaunchTunnel::kText || cmd.tunnel == LaunchTunnel::kExchange;
+}
+
+int Report(const protocol::LaunchCommand& cmd, wire::ErrorCode code, const absl::Status& st) {
   wire::Envelope env;
   env.mutable_error()->set_code(code);
   env.mutable_error()->set_message(std::string(st.message()));
   env.mutable_error()->set_fatal(true);
-  WriteFrameToHost(protocol::EncodeEnvelope(env), g_text);
+  WriteFrameToHost(protocol::EncodeEnvelope(env), ArmoredReplies(cmd));
   std::fprintf(stderr, "tether-supervisor launch: %s\n", std::string(st.message()).c_str());
   return 1;
 }
 
-// Reads exactly one Launch envelope; bytes after it are returned in *rest.
-absl::StatusOr<wire::Launch> ReadLaunch(std::string* rest) {
+// Reads exactly one Launch envelope from stdin (armored lines when `text`);
+// bytes after it are returned in *rest.
+absl::StatusOr<wire::Launch> ReadLaunch(bool text, std::string* rest) {
   protocol::EnvelopeDecoder decoder;
   protocol::ArmorDecoder armor(protocol::ArmorDirection::kToSupervisor);
   wire::Envelope env;
@@ -64,16 +66,17 @@ absl::StatusOr<wire::Launch> ReadLaunch(std::string* rest) {
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n <= 0) return absl::InvalidArgumentError("launch: stdin ended before a Launch frame");
     std::string_view in(buf, static_cast<std::size_t>(n));
-    if (g_text) {
+    if (text) {
       // Lines until one holds a frame; what follows it is the bridge's.
       std::string frame;
-      const protocol::DecodeResult got = armor.Decode(&in, &frame);
-      if (armor.damaged_lines() > 0) {
+      const absl::StatusOr<protocol::DecodeResult> got = armor.Next(&in, &frame);
+      if (!got.ok()) {
         // The channel damaged a frame line (most likely the Launch itself):
         // never guess past it. Nothing was started.
-        return absl::DataLossError("launch: the channel damaged a frame line before the Launch; nothing was started");
+        return absl::DataLossError(absl::StrCat("launch: before the Launch, ", got.status().message(),
+                                                "; nothing was started"));
       }
-      if (got != protocol::DecodeResult::kFrame) continue;
+      if (*got != protocol::DecodeResult::kFrame) continue;
       absl::StatusOr<std::string> payload = protocol::DecodeWholeFrame(frame);
       if (!payload.ok()) return payload.status();
       absl::StatusOr<wire::Envelope> parsed = protocol::ParseEnvelope(*payload);
@@ -91,51 +94,6 @@ absl::StatusOr<wire::Launch> ReadLaunch(std::string* rest) {
     rest->assign(in);
     return std::move(*env.mutable_launch());
   }
-}
-
-void CloseFdsExcept(int keep) {
-  for (int fd = 3; fd < keep; ++fd) ::close(fd);
-#ifdef SYS_close_range
-  if (::syscall(SYS_close_range, keep + 1, ~0U, 0) == 0) return;
-#endif
-  for (int fd = keep + 1; fd < 65536; ++fd) ::close(fd);
-}
-
-enum class Forked {
-  kDaemon,    // we are the daemon
-  kLauncher,  // we are the launch call, and the daemon runs
-  kFailed,    // no daemon: a fork failed (errno is the first fork's, or EAGAIN)
-};
-
-// Double fork: the daemon is reparented away from the launch call, in its
-// own session.
-Forked Daemonize(int listen_fd) {
-  const pid_t p = ::fork();
-  if (p < 0) return Forked::kFailed;
-  if (p > 0) {
-    int st = 0;
-    while (::waitpid(p, &st, 0) < 0 && errno == EINTR) {
-    }
-    // Status 1: its fork failed. (Killed by a signal, it may have forked
-    // first: then the connect below tells.)
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 1) return Forked::kLauncher;
-    errno = EAGAIN;
-    return Forked::kFailed;
-  }
-  ::setsid();  // leave the exec call's session: its hangup never reaches us
-  const pid_t daemon = ::fork();
-  if (daemon != 0) ::_exit(daemon > 0 ? 0 : 1);
-  const int null = ::open("/dev/null", O_RDWR);
-  ::dup2(null, 0);
-  ::dup2(null, 1);
-  ::dup2(null, 2);
-  if (null > 2) ::close(null);
-  CloseFdsExcept(listen_fd);
-  (void)!::chdir("/");
-  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  ::signal(SIGPIPE, SIG_IGN);
-  ::signal(SIGHUP, SIG_IGN);
-  return Forked::kDaemon;
 }
 
 }  // namespace
@@ -181,13 +139,11 @@ absl::Status ValidateLaunch(const wire::Launch& l) {
 }
 
 namespace {
-std::string g_exchange_relay;  // exchange mode: the relay that replaces the bridge
-std::string g_exchange_init;   // exchange mode: @PATH of the host's private frames
 
 // Exchange mode: the Launch frame from the host's private file (never argv);
 // the frames after it (the host's Hello) are returned in *rest for the relay.
-absl::StatusOr<wire::Launch> LaunchFromFile(std::string* rest) {
-  absl::StatusOr<std::string> data = TakeInitFile(g_exchange_init);
+absl::StatusOr<wire::Launch> LaunchFromFile(const std::string& init_file, std::string* rest) {
+  absl::StatusOr<std::string> data = TakeInitFile(init_file);
   if (!data.ok()) return data.status();
   protocol::EnvelopeDecoder decoder;
   std::string_view in = *data;
@@ -201,49 +157,42 @@ absl::StatusOr<wire::Launch> LaunchFromFile(std::string* rest) {
   return std::move(*env.mutable_launch());
 }
 
-bool g_direct = false;  // launch --direct: no bridge, the host connects itself
-
-// The bridge, or in exchange mode the relay.
-int Attach(int sock, const std::string& dir, std::string rest, bool text) {
-  if (g_direct) {
-    ::close(sock);  // the daemon is there and listening
-    return 0;
+// The bridge, or in exchange mode the relay; with --direct nothing (the host
+// connects itself).
+int Attach(const protocol::LaunchCommand& cmd, int sock, const std::string& dir, std::string rest) {
+  switch (cmd.tunnel) {
+    case LaunchTunnel::kDirect:
+      ::close(sock);  // the daemon is there and listening
+      return 0;
+    case LaunchTunnel::kExchange:
+      return StartRelay(sock, dir, cmd.relay_id, std::move(rest));
+    case LaunchTunnel::kBinary:
+    case LaunchTunnel::kText:
+      break;
   }
-  if (!g_exchange_relay.empty()) return StartRelay(sock, dir, g_exchange_relay, std::move(rest));
-  return RunBridge(sock, std::move(rest), text);
+  return RunBridge(sock, std::move(rest), cmd.tunnel == LaunchTunnel::kText);
 }
 }  // namespace
 
-int LaunchExchangeMain(const std::string& relay_id, const std::string& init,
-                       std::vector<std::string> ambient_env) {
-  g_exchange_relay = relay_id;
-  g_exchange_init = init;
-  return LaunchMain(true, std::move(ambient_env));
-}
-
-int LaunchDirectMain(std::vector<std::string> ambient_env) {
-  g_direct = true;
-  return LaunchMain(false, std::move(ambient_env));
-}
-
-int LaunchMain(bool text, std::vector<std::string> ambient_env) {
-  g_text = text;
+int LaunchMain(const protocol::LaunchCommand& cmd, std::vector<std::string> ambient_env) {
   const pid_t launcher_parent = ::getppid();
   std::string rest;
-  absl::StatusOr<wire::Launch> launch = g_exchange_relay.empty() ? ReadLaunch(&rest) : LaunchFromFile(&rest);
-  if (!launch.ok() && text && absl::IsDataLoss(launch.status())) {
+  absl::StatusOr<wire::Launch> launch = cmd.tunnel == LaunchTunnel::kExchange
+                                            ? LaunchFromFile(cmd.init_file, &rest)
+                                            : ReadLaunch(cmd.tunnel == LaunchTunnel::kText, &rest);
+  if (!launch.ok() && cmd.tunnel == LaunchTunnel::kText && absl::IsDataLoss(launch.status())) {
     // A damaged channel gets no reply it could damage again: the host sees
     // the channel end (UNAVAILABLE, so OUTCOME_UNKNOWN and a cancellation
     // marker), and this message in the channel's diagnostics.
     std::fprintf(stderr, "%s\n", std::string(launch.status().message()).c_str());
     return 1;
   }
-  if (!launch.ok()) return Report(wire::ERROR_PROTOCOL, launch.status());
-  if (absl::Status st = ValidateLaunch(*launch); !st.ok()) return Report(wire::ERROR_INVALID_ARGUMENT, st);
+  if (!launch.ok()) return Report(cmd, wire::ERROR_PROTOCOL, launch.status());
+  if (absl::Status st = ValidateLaunch(*launch); !st.ok()) return Report(cmd, wire::ERROR_INVALID_ARGUMENT, st);
   const std::string dir = launch->state_dir();
   if (LaunchCancelled(dir)) {
     ::unlink(CancelMarkerPath(dir).c_str());
-    return Report(wire::ERROR_CANCELLED,
+    return Report(cmd, wire::ERROR_CANCELLED,
                   absl::CancelledError("launch cancelled: the host abandoned its setup and left a "
                                        "cancellation marker; nothing was started"));
   }
@@ -253,17 +202,17 @@ int LaunchMain(bool text, std::vector<std::string> ambient_env) {
     EraseStrings(&ambient_env);
     // The same launch id never starts a second child: attach to the first.
     absl::StatusOr<int> sock = ConnectInDir(dir);
-    if (!sock.ok()) return Report(wire::ERROR_NOT_FOUND, sock.status());
-    return Attach(*sock, dir, std::move(rest), text);
+    if (!sock.ok()) return Report(cmd, wire::ERROR_NOT_FOUND, sock.status());
+    return Attach(cmd, *sock, dir, std::move(rest));
   }
-  if (!created.ok()) return Report(wire::ERROR_INVALID_ARGUMENT, created);
+  if (!created.ok()) return Report(cmd, wire::ERROR_INVALID_ARGUMENT, created);
   // Litter from abandoned setups whose launch never came (best effort).
   RemoveStaleCancelMarkers(dir.substr(0, dir.rfind('/')), kStaleMarkerSeconds);
   RemoveDeadStateDirs(dir.substr(0, dir.rfind('/')), 256);
   absl::StatusOr<int> listen_fd = ListenInDir(dir);
   if (!listen_fd.ok()) {
     RemovePrivateDir(dir);
-    return Report(wire::ERROR_INTERNAL, listen_fd.status());
+    return Report(cmd, wire::ERROR_INTERNAL, listen_fd.status());
   }
   if (launch->cwd().empty()) {
     char buf[4096];
@@ -277,7 +226,7 @@ int LaunchMain(bool text, std::vector<std::string> ambient_env) {
   absl::StatusOr<std::vector<std::string>> child_env =
       BuildEnvironment(launch->env(), launch->inherit_env(), ambient.data());
   EraseStrings(&ambient_env);
-  const Forked forked = Daemonize(*listen_fd);
+  const Forked forked = Daemonize({.keep = {*listen_fd}, .subreaper = true});
   const int fork_errno = errno;
   if (forked == Forked::kDaemon) {
     DaemonConfig config;
@@ -292,14 +241,14 @@ int LaunchMain(bool text, std::vector<std::string> ambient_env) {
   if (forked == Forked::kFailed) {
     // Nothing runs: leave nothing behind either.
     RemovePrivateDir(dir);
-    return Report(wire::ERROR_INTERNAL,
+    return Report(cmd, wire::ERROR_INTERNAL,
                   absl::ResourceExhaustedError(absl::StrCat("cannot start the daemon: fork: ",
                                                             std::strerror(fork_errno), "; nothing was started")));
   }
-  if (g_direct) return 0;  // the daemon listens; the host connects itself
+  if (cmd.tunnel == LaunchTunnel::kDirect) return 0;  // the daemon listens; the host connects itself
   absl::StatusOr<int> sock = ConnectInDir(dir);
-  if (!sock.ok()) return Report(wire::ERROR_INTERNAL, sock.status());
-  return Attach(*sock, dir, std::move(rest), text);
+  if (!sock.ok()) return Report(cmd, wire::ERROR_INTERNAL, sock.status());
+  return Attach(cmd, *sock, dir, std::move(rest));
 }
 
 }  // namespace tether::supervisor

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "protocol/command_line.h"
 #include "tether/protocol/tether.pb.h"
 
 namespace tether::supervisor {
@@ -35,17 +36,16 @@ absl::Status ValidateLaunch(const wire::Launch& launch);
 // Entry point; returns the process exit status. `ambient_env` is the launch
 // call's environment, copied before main() erased it (proc_scrub.h): the
 // child's environment is built from it before the daemon starts, and the
-// copy is erased then.
-int LaunchMain(bool text, std::vector<std::string> ambient_env);
-// The same, except that nothing is bridged: once the daemon listens (or
-// already did, for a repeated launch id) it exits 0 with nothing written, and
-// the host connects to the socket itself. Errors are reported as for launch.
-int LaunchDirectMain(std::vector<std::string> ambient_env);
-// Exchange mode: the Launch frame (and the host's Hello after it) comes in
-// the host's private file @PATH (read once and removed: never argv), errors
-// go out armored, and a relay (exchange.h) with `relay_id` takes the place
-// of the bridge, sending the Hello first.
-int LaunchExchangeMain(const std::string& relay_id, const std::string& init,
-                       std::vector<std::string> ambient_env);
+// copy is erased then. Per `cmd.tunnel`:
+//   kBinary, kText: the Launch (and the first attachment) on stdio, raw or
+//     armored; then this call bridges to the daemon.
+//   kDirect: nothing is bridged: once the daemon listens (or already did,
+//     for a repeated launch id) it exits 0 with nothing written, and the
+//     host connects to the socket itself. Errors are reported as for launch.
+//   kExchange: the Launch frame (and the host's Hello after it) comes in the
+//     host's private file `init_file` (read once and removed: never argv),
+//     errors go out armored, and a relay (exchange.h) with `relay_id` takes
+//     the place of the bridge, sending the Hello first.
+int LaunchMain(const protocol::LaunchCommand& cmd, std::vector<std::string> ambient_env);
 
 }  // namespace tether::supervisor

@@ -19,21 +19,24 @@ class ArmoredChannel final : public Channel {
     while (frames_.size() == frames_head_) {
       frames_.clear();
       frames_head_ = 0;
-      if (damaged_) {
-        // A frame line arrived damaged: the frame is lost, so what follows
-        // has a hole. Fail like a cut channel (a reattach resumes from the
-        // acknowledged offsets) rather than deliver frames after the hole.
-        co_return absl::UnavailableError("the channel damaged a frame line (checksum or encoding)");
+      if (!damaged_.ok()) {
+        // A frame line arrived damaged (the armor's stream rule): the frame
+        // is lost, so what follows has a hole. Fail like a cut channel (a
+        // reattach resumes from the acknowledged offsets) rather than
+        // deliver frames after the hole.
+        co_return absl::UnavailableError(damaged_.message());
       }
       char text[64 * 1024];
       absl::StatusOr<std::size_t> n = co_await inner_->ReadSome({text, sizeof text});
       if (!n.ok() || *n == 0) co_return n;
       std::string_view in(text, *n);
       std::string frame;
-      while (decoder_.Decode(&in, &frame) == protocol::DecodeResult::kFrame && decoder_.damaged_lines() == 0) {
+      while (true) {
+        absl::StatusOr<protocol::DecodeResult> r = decoder_.Next(&in, &frame);
+        if (!r.ok()) damaged_ = r.status();
+        if (!r.ok() || *r == protocol::DecodeResult::kNeedMore) break;
         frames_.append(frame);
       }
-      damaged_ = decoder_.damaged_lines() > 0;
     }
     const std::size_t take = std::min(buf.size(), frames_.size() - frames_head_);
     std::memcpy(buf.data(), frames_.data() + frames_head_, take);
@@ -68,7 +71,7 @@ class ArmoredChannel final : public Channel {
   protocol::FrameSplitter splitter_;
   std::string frames_;  // decoded frame bytes not yet handed to the reader
   std::size_t frames_head_ = 0;
-  bool damaged_ = false;
+  absl::Status damaged_;  // set by the first damaged line
 };
 
 }  // namespace

@@ -8,8 +8,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "protocol/armor.h"
-#include "protocol/frame.h"
+#include "protocol/command_line.h"
+#include "protocol/exchange_format.h"
 
 namespace tether::internal {
 
@@ -19,15 +19,8 @@ namespace {
 
 namespace asio = boost::asio;
 
-constexpr std::size_t kMaxPollInput = 48 * 1024;      // bytes of ours per poll (in argv, base85)
-constexpr std::size_t kMaxOneShotOutput = 2 << 20;    // a reply is at most 256 KiB, armored
-constexpr int kMaxFailedPolls = 50;                   // then the relay counts as gone
-
-std::uint64_t GetU64(const char* p) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = v << 8 | static_cast<unsigned char>(p[i]);
-  return v;
-}
+constexpr std::size_t kMaxPollInput = 48 * 1024;  // bytes of ours per poll (in argv, base85)
+constexpr int kMaxFailedPolls = 50;               // then the relay counts as gone
 
 asio::awaitable<void> CloseRelay(Transport& t, std::vector<std::string> argv) {
   co_await RunOneShot(t, std::move(argv));
@@ -50,39 +43,40 @@ class ExchangeChannel final : public Channel {
       }
       read_.clear();
       read_head_ = 0;
-      const std::size_t sent = std::min(pending_.size(), kMaxPollInput);
-      std::vector<std::string> argv;
-      argv.push_back(supervisor_);
-      argv.push_back("exchange");
-      argv.push_back(dir_);
-      argv.push_back(id_);
-      argv.push_back(absl::StrCat(in_base_));
-      argv.push_back(absl::StrCat(out_offset_));
-      if (sent > 0) argv.push_back(protocol::Base85Encode(std::string_view(pending_).substr(0, sent)));
+      protocol::ExchangePollCommand poll;
+      poll.state_dir = dir_;
+      poll.relay_id = id_;
+      poll.in_offset = in_base_;
+      poll.out_offset = out_offset_;
+      poll.data = pending_.substr(0, kMaxPollInput);
+      std::vector<std::string> argv = protocol::ToArgv(poll, supervisor_);
       absl::StatusOr<std::string> out = co_await RunOneShot(t_, std::move(argv));
-      std::string payload;
-      if (out.ok()) payload = Reply(*out);
-      if (payload.size() < 17) {
+      absl::StatusOr<protocol::ExchangeReply> reply =
+          out.ok() ? protocol::ParseExchangeOutput(*out) : absl::StatusOr<protocol::ExchangeReply>(out.status());
+      if (!reply.ok() && (absl::IsUnavailable(reply.status()) || !out.ok())) {
         // Lost or damaged on the way: the same poll again (offsets make it safe).
         if (++failed > kMaxFailedPolls) co_return absl::UnavailableError("exchange: no reply from the relay");
         backoff = std::chrono::milliseconds(std::min<long>(200, 10 + 20L * failed));
         continue;
       }
+      // An intact line with a bad reply: a supervisor that speaks another
+      // format (or a broken one); asking again cannot help.
+      if (!reply.ok()) co_return reply.status();
       failed = 0;
-      const std::uint64_t in_received = GetU64(payload.data());
-      const std::uint64_t from = GetU64(payload.data() + 8);
-      const auto flags = static_cast<std::uint8_t>(payload[16]);
-      if (flags & 2) co_return absl::UnavailableError("exchange: the relay is gone");
-      if (in_received > in_base_ && in_received <= in_base_ + pending_.size()) {
-        pending_.erase(0, static_cast<std::size_t>(in_received - in_base_));
-        in_base_ = in_received;
+      if (reply->flags & protocol::kExchangeNoRelay) co_return absl::UnavailableError("exchange: the relay is gone");
+      if (reply->in_received > in_base_ && reply->in_received <= in_base_ + pending_.size()) {
+        pending_.erase(0, static_cast<std::size_t>(reply->in_received - in_base_));
+        in_base_ = reply->in_received;
       }
-      std::string_view data = std::string_view(payload).substr(17);
+      const std::uint64_t from = reply->from;
+      const std::string_view data = reply->data;
       if (from <= out_offset_ && from + data.size() > out_offset_) {
         read_.assign(data.substr(static_cast<std::size_t>(out_offset_ - from)));
         out_offset_ += read_.size();
       }
-      if ((flags & 1) && read_.empty() && from + data.size() <= out_offset_) ended_ = true;
+      if ((reply->flags & protocol::kExchangeDaemonEnded) && read_.empty() && from + data.size() <= out_offset_) {
+        ended_ = true;
+      }
       backoff = read_.empty() && pending_.empty()
                     ? std::min(std::chrono::milliseconds(200), backoff + std::chrono::milliseconds(20))
                     : std::chrono::milliseconds(0);
@@ -103,29 +97,15 @@ class ExchangeChannel final : public Channel {
   void Close() override {
     if (closed_) return;
     closed_ = true;
-    std::vector<std::string> argv;
-    argv.push_back(supervisor_);
-    argv.push_back("exchange");
-    argv.push_back(dir_);
-    argv.push_back(id_);
-    argv.push_back("close");
-    argv.push_back("0");
+    protocol::ExchangeCloseCommand close;
+    close.state_dir = dir_;
+    close.relay_id = id_;
+    std::vector<std::string> argv = protocol::ToArgv(close, supervisor_);
     asio::co_spawn(t_.executor(), CloseRelay(t_, std::move(argv)), asio::detached);
   }
   std::string Diagnostics() const override { return {}; }  // each poll is its own command
 
  private:
-  // The reply payload in a one-shot's output (the first valid armored frame).
-  std::string Reply(std::string_view text) {
-    protocol::ArmorDecoder dec(protocol::ArmorDirection::kToHost);
-    std::string frame;
-    while (dec.Decode(&text, &frame) == protocol::DecodeResult::kFrame) {
-      absl::StatusOr<std::string> payload = protocol::DecodeWholeFrame(frame);
-      if (payload.ok()) return *payload;
-    }
-    return {};
-  }
-
   Transport& t_;
   std::string supervisor_, dir_, id_;
   std::string pending_;          // our bytes from in_base_ not yet confirmed by the relay
@@ -144,13 +124,20 @@ asio::awaitable<absl::StatusOr<std::string>> RunOneShot(Transport& transport, st
   (*ch)->CloseWrite();
   std::string out;
   char buf[16384];
+  bool too_long = false;
   while (true) {
     absl::StatusOr<std::size_t> n = co_await (*ch)->ReadSome({buf, sizeof buf});
     if (!n.ok() || *n == 0) break;
     out.append(buf, *n);
-    if (out.size() > kMaxOneShotOutput) break;
+    too_long = out.size() > kMaxOneShotOutputBytes;
+    if (too_long) break;
   }
   (*ch)->Close();
+  if (too_long) {
+    // Never a silently cut output: the caller would parse half of it.
+    co_return absl::ResourceExhaustedError(
+        absl::StrCat("a one-shot command printed more than ", kMaxOneShotOutputBytes, " bytes"));
+  }
   co_return out;
 }
 

@@ -17,7 +17,12 @@ namespace tether::internal {
 std::unique_ptr<Channel> MakeExchangeChannel(Transport& transport, std::string supervisor, std::string state_dir,
                                              std::string relay_id);
 
-// Runs a one-shot command and returns all it printed (bounded).
+// Output a one-shot command may print: an exchange reply is at most 256 KiB,
+// armored (5/4) with room for a channel's noise.
+inline constexpr std::size_t kMaxOneShotOutputBytes = 2 << 20;
+
+// Runs a one-shot command and returns all it printed; kResourceExhausted
+// (never a cut output) when it printed more than kMaxOneShotOutputBytes.
 boost::asio::awaitable<absl::StatusOr<std::string>> RunOneShot(Transport& transport,
                                                                std::vector<std::string> argv);
 

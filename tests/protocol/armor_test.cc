@@ -470,5 +470,67 @@ TEST_CASE("counts a line with our marker that fails to decode as damaged, and no
   CHECK(dec.damaged_lines() == 3);
 }
 
+// The stream rule (ArmorDecoder::Next), which every relay of a byte stream
+// uses: the host's text channel, `bridge --text`, `launch --text`, and the
+// exchange reply parser.
+TEST_CASE("Next returns the frames before a damaged line, then kDataLoss, and stays failed") {
+  std::string corrupt = Line("lost");
+  corrupt[corrupt.size() / 2] ^= 0x01;
+  const std::string text = "noise\n" + Line("echo", ArmorDirection::kToSupervisor) + Line("one") +
+                           "[stdout] " + Line("two") + corrupt + Line("after");
+  ArmorDecoder dec(ArmorDirection::kToHost);
+  std::string_view in = text;
+  std::string frame;
+  absl::StatusOr<DecodeResult> r = dec.Next(&in, &frame);
+  REQUIRE(r.ok());
+  REQUIRE(*r == DecodeResult::kFrame);
+  CHECK(DecodeWholeFrame(frame).value() == "one");
+  r = dec.Next(&in, &frame);
+  REQUIRE(r.ok());
+  REQUIRE(*r == DecodeResult::kFrame);
+  CHECK(DecodeWholeFrame(frame).value() == "two");
+  r = dec.Next(&in, &frame);
+  CHECK(absl::IsDataLoss(r.status()));
+  CHECK(testing::Contains(r.status().message(), "damaged a frame line"));
+  CHECK(in == Line("after"));  // nothing after the hole is consumed
+  // Failed for good, even on a clean line.
+  const std::string clean = Line("after");
+  std::string_view more = clean;
+  CHECK(absl::IsDataLoss(dec.Next(&more, &frame).status()));
+  CHECK(dec.damaged_lines() == 1);
+}
+
+TEST_CASE("Next ends the stream on a truncated frame line or one whose marker was damaged") {
+  std::string no_marker = Line("marker");
+  no_marker[1] = '?';
+  for (const std::string& bad : {Line("cut").substr(0, 12) + "\n", no_marker}) {
+    CAPTURE(bad);
+    ArmorDecoder dec(ArmorDirection::kToHost);
+    const std::string text = bad + Line("ok");
+    std::string_view in = text;
+    std::string frame;
+    CHECK(absl::IsDataLoss(dec.Next(&in, &frame).status()));
+  }
+}
+
+TEST_CASE("Next skips noise, echoes and blank lines like Decode, split at every byte") {
+  const std::string text = "\r\n" + Line("echo", ArmorDirection::kToSupervisor) + "bash: noise\n" + Line("a") +
+                           "\n" + Line("b");
+  ArmorDecoder dec(ArmorDirection::kToHost);
+  std::vector<std::string> got;
+  for (char c : text) {
+    std::string_view in(&c, 1);
+    std::string frame;
+    while (true) {
+      absl::StatusOr<DecodeResult> r = dec.Next(&in, &frame);
+      REQUIRE(r.ok());
+      if (*r == DecodeResult::kNeedMore) break;
+      got.push_back(DecodeWholeFrame(frame).value());
+    }
+  }
+  CHECK(got == std::vector<std::string>{"a", "b"});
+  CHECK(dec.damaged_lines() == 0);
+}
+
 }  // namespace
 }  // namespace tether::protocol

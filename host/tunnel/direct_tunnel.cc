@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "host/errors.h"
 #include "host/tunnel/tunnels.h"
+#include "protocol/command_line.h"
 #include "protocol/envelope.h"
 
 namespace tether::tunnel {
@@ -21,10 +22,8 @@ class DirectTunnel final : public Tunnel {
 
   asio::awaitable<absl::StatusOr<wire::Welcome>> Launch(const Target& target, std::string launch_frame,
                                                         wire::Hello hello, std::shared_ptr<Session>& session) override {
-    std::vector<std::string> argv;
-    argv.push_back(target.supervisor);
-    argv.push_back("launch");
-    argv.push_back("--direct");
+    protocol::LaunchCommand launch{.tunnel = protocol::LaunchTunnel::kDirect};
+    std::vector<std::string> argv = protocol::ToArgv(launch, target.supervisor);
     absl::StatusOr<std::unique_ptr<Channel>> l = co_await transport_.Exec(std::move(argv));
     if (!l.ok()) co_return l.status();
     std::unique_ptr<Channel> launcher = *std::move(l);

@@ -13,6 +13,7 @@
 #include "host/internal/exchange_channel.h"
 #include "host/tunnel/tunnels.h"
 #include "protocol/armor.h"
+#include "protocol/command_line.h"
 #include "protocol/envelope.h"
 #include "protocol/frame.h"
 
@@ -59,18 +60,16 @@ class ExchangeTunnel final : public Tunnel {
     std::string init = first;
     init += session->PrepareHello(std::move(hello));
     if (absl::Status st = co_await transport_.PutFile(init_path, init, 0600); !st.ok()) co_return st;
+    // (a named vector: g++ 12 miscompiles braced temporaries in co_await operands)
     std::vector<std::string> argv;
-    argv.push_back(target.supervisor);
     if (!first.empty()) {
-      argv.push_back("launch");
-      argv.push_back("--exchange");
-      argv.push_back(id);
+      protocol::LaunchCommand launch{
+          .tunnel = protocol::LaunchTunnel::kExchange, .relay_id = id, .init_file = init_path};
+      argv = protocol::ToArgv(launch, target.supervisor);
     } else {
-      argv.push_back("relay");
-      argv.push_back(target.state_dir);
-      argv.push_back(id);
+      protocol::RelayCommand relay{.state_dir = target.state_dir, .relay_id = id, .init_file = init_path};
+      argv = protocol::ToArgv(relay, target.supervisor);
     }
-    argv.push_back("@" + init_path);
     absl::StatusOr<std::string> out = co_await internal::RunOneShot(transport_, std::move(argv));
     if (!out.ok()) co_return out.status();
     if (!absl::StrContains(*out, "tether-relay-ok")) {
@@ -78,7 +77,9 @@ class ExchangeTunnel final : public Tunnel {
       protocol::ArmorDecoder dec(protocol::ArmorDirection::kToHost);
       std::string_view text = *out;
       std::string frame;
-      while (dec.Decode(&text, &frame) == protocol::DecodeResult::kFrame) {
+      while (true) {
+        absl::StatusOr<protocol::DecodeResult> r = dec.Next(&text, &frame);
+        if (!r.ok() || *r != protocol::DecodeResult::kFrame) break;
         absl::StatusOr<std::string> payload = protocol::DecodeWholeFrame(frame);
         if (!payload.ok()) continue;
         absl::StatusOr<wire::Envelope> env = protocol::ParseEnvelope(*payload);

@@ -4,6 +4,7 @@
 // the first thing written; the bridge relays to the daemon's socket.
 #include "host/internal/armored_channel.h"
 #include "host/tunnel/tunnels.h"
+#include "protocol/command_line.h"
 
 namespace tether::tunnel {
 
@@ -17,20 +18,15 @@ class StreamTunnel final : public Tunnel {
 
   asio::awaitable<absl::StatusOr<wire::Welcome>> Launch(const Target& target, std::string launch_frame,
                                                         wire::Hello hello, std::shared_ptr<Session>& session) override {
-    std::vector<std::string> argv;
-    argv.push_back(target.supervisor);
-    argv.push_back("launch");
-    if (text()) argv.push_back("--text");
+    protocol::LaunchCommand launch{.tunnel = text() ? protocol::LaunchTunnel::kText : protocol::LaunchTunnel::kBinary};
+    std::vector<std::string> argv = protocol::ToArgv(launch, target.supervisor);
     co_return co_await Run(std::move(argv), std::move(launch_frame), std::move(hello), session);
   }
 
   asio::awaitable<absl::StatusOr<wire::Welcome>> Reattach(const Target& target, wire::Hello hello,
                                                           std::shared_ptr<Session>& session) override {
-    std::vector<std::string> argv;
-    argv.push_back(target.supervisor);
-    argv.push_back("bridge");
-    if (text()) argv.push_back("--text");
-    argv.push_back(target.state_dir);
+    protocol::BridgeCommand bridge{.text = text(), .state_dir = target.state_dir};
+    std::vector<std::string> argv = protocol::ToArgv(bridge, target.supervisor);
     co_return co_await Run(std::move(argv), std::string(), std::move(hello), session);
   }
 

@@ -186,13 +186,13 @@ Harness::Harness(std::uint8_t config)
     e.set_code(126);
     p_.exit = e;
     p_.eof.fill(true);
-    p_.stdin.Close();
+    p_.stdin_queue.Close();
     return;
   }
   p_.pid = p_.pgid = 4242;
   p_.phase = wire::ProcessState::PHASE_RUNNING;
   if (p_.pty()) p_.eof[1] = true;  // a terminal combines everything into stream 0
-  if (!p_.stdin_enabled()) p_.stdin.Close();
+  if (!p_.stdin_enabled()) p_.stdin_queue.Close();
   conns_[0].emplace(p_, now_);
 }
 
@@ -273,7 +273,7 @@ void Harness::Send(Conn& c, Input& in) {
     }
     case 1: {
       const std::uint8_t m = in.U8();
-      const std::uint64_t received = p_.stdin.received();
+      const std::uint64_t received = p_.stdin_queue.received();
       std::uint64_t off = received;
       if (m % 4 == 1) off = received - std::min<std::uint64_t>(received, in.U8());
       if (m % 4 == 2) off = received + 1 + in.U8();
@@ -288,7 +288,7 @@ void Harness::Send(Conn& c, Input& in) {
     }
     case 2: {
       const std::uint8_t m = in.U8();
-      const std::uint64_t received = p_.stdin.received();
+      const std::uint64_t received = p_.stdin_queue.received();
       env.mutable_stdin_eof()->set_offset(m % 3 == 0 ? received : m % 3 == 1 ? received + 1 : m);
       break;
     }
@@ -410,7 +410,7 @@ void Harness::OnReply(Conn& c, const wire::Envelope& env) {
     case wire::Envelope::kStdinAck: {
       const wire::StdinAck& a = env.stdin_ack();
       FUZZ_CHECK(a.offset() >= c.stdin_acked);
-      FUZZ_CHECK(a.offset() <= stdin_sent_max_ && a.offset() <= p_.stdin.received());
+      FUZZ_CHECK(a.offset() <= stdin_sent_max_ && a.offset() <= p_.stdin_queue.received());
       c.stdin_acked = a.offset();
       return;
     }
@@ -577,7 +577,7 @@ bool Harness::Step(Input& in) {
       return true;
     case 10: Close(k); return true;  // the host hung up
     case 11: {  // the stdin pump
-      sup::StdinQueue& q = p_.stdin;
+      sup::StdinQueue& q = p_.stdin_queue;
       const std::uint8_t m = in.U8();
       if (q.closed()) return true;
       if (m % 4 == 0) {

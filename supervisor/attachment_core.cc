@@ -196,7 +196,7 @@ absl::Status AttachmentCore::Handle(const wire::Envelope& env, std::int64_t now_
   }
   switch (env.body_case()) {
     case wire::Envelope::kStdinData: {
-      absl::StatusOr<StdinQueue::Accepted> got = p_.stdin.Accept(env.stdin_data(), p_.stdin_enabled());
+      absl::StatusOr<StdinQueue::Accepted> got = p_.stdin_queue.Accept(env.stdin_data(), p_.stdin_enabled());
       if (absl::IsFailedPrecondition(got.status())) {
         QueueError(wire::ERROR_INPUT_CLOSED, std::string(got.status().message()), env.request_id(), false);
         return absl::OkStatus();
@@ -207,12 +207,12 @@ absl::Status AttachmentCore::Handle(const wire::Envelope& env, std::int64_t now_
       return absl::OkStatus();
     }
     case wire::Envelope::kStdinEof: {
-      absl::StatusOr<bool> fresh = p_.stdin.AcceptEof(env.stdin_eof());
+      absl::StatusOr<bool> fresh = p_.stdin_queue.AcceptEof(env.stdin_eof());
       if (!fresh.ok()) return fresh.status();
       if (!*fresh) return absl::OkStatus();  // a replay
       actions->push_back({Action::kStdinReady});
       // No pump will deliver it: acknowledge it now.
-      if (!p_.stdin_enabled() || p_.stdin.closed()) QueueStdinAck();
+      if (!p_.stdin_enabled() || p_.stdin_queue.closed()) QueueStdinAck();
       return absl::OkStatus();
     }
     case wire::Envelope::kAck:
@@ -285,9 +285,9 @@ void AttachmentCore::NextBatch(OutputBatch* batch) {
     stdin_ack_dirty_ = false;
     wire::Envelope a;
     a.set_generation(generation_);
-    a.mutable_stdin_ack()->set_offset(p_.stdin.written());
-    a.mutable_stdin_ack()->set_eof(p_.stdin.closed());
-    a.mutable_stdin_ack()->set_closed_by_child(p_.stdin.closed_by_child());
+    a.mutable_stdin_ack()->set_offset(p_.stdin_queue.written());
+    a.mutable_stdin_ack()->set_eof(p_.stdin_queue.closed());
+    a.mutable_stdin_ack()->set_closed_by_child(p_.stdin_queue.closed_by_child());
     protocol::AppendEnvelope(a, Compression::kNone, batch->owned());
   }
   sender_.Append(p_, generation_, batch);

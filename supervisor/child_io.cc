@@ -27,12 +27,12 @@ void ChildIo::Start(const Child& child) {
   if (child.stdin_fd >= 0) {
     stdin_fd_.assign(child.stdin_fd);
   } else {
-    p_.stdin.Close();
+    p_.stdin_queue.Close();
   }
   for (int i = 0; i < kNumStreams; ++i) {
     if (!p_.eof[i]) asio::co_spawn(io_, OutputPump(i), RethrowOnError);
   }
-  if (!p_.stdin.closed()) asio::co_spawn(io_, StdinPump(), RethrowOnError);
+  if (!p_.stdin_queue.closed()) asio::co_spawn(io_, StdinPump(), RethrowOnError);
 }
 
 absl::Status ChildIo::Resize(const wire::PtySize& size) {
@@ -97,7 +97,7 @@ awaitable<void> ChildIo::OutputPump(int i) {
 }
 
 awaitable<void> ChildIo::StdinPump() {
-  StdinQueue& q = p_.stdin;
+  StdinQueue& q = p_.stdin_queue;
   while (true) {
     if (q.pending().empty()) {
       if (q.eof_due()) {

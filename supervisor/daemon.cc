@@ -271,7 +271,7 @@ void Daemon::Fail(wire::ErrorCode code, const absl::Status& why) {
   e.set_code(absl::IsNotFound(why) ? 127 : 126);  // as a shell reports it
   p_.exit = e;
   p_.eof.fill(true);
-  p_.stdin.Close();
+  p_.stdin_queue.Close();
   OnExitKnown();
 }
 

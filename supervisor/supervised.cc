@@ -28,10 +28,10 @@ wire::ProcessState Supervised::State() const {
   s.set_phase(phase);
   s.set_pid(pid);
   s.set_pgid(pgid);
-  s.set_stdin_acked(stdin.written());
-  s.set_stdin_closed(stdin.closed());
-  s.set_stdin_received(stdin.received());
-  s.set_stdin_eof_received(stdin.eof_requested());
+  s.set_stdin_acked(stdin_queue.written());
+  s.set_stdin_closed(stdin_queue.closed());
+  s.set_stdin_received(stdin_queue.received());
+  s.set_stdin_eof_received(stdin_queue.eof_requested());
   if (exit) *s.mutable_exit() = *exit;
   return s;
 }

@@ -48,7 +48,7 @@ struct Supervised {
   const wire::Launch launch;
   std::array<OutputRing, kNumStreams> rings;
   std::array<bool, kNumStreams> eof{};  // nothing more will come into the ring
-  StdinQueue stdin;
+  StdinQueue stdin_queue;  // (not `stdin`: a macro in musl)
   wire::ProcessState::Phase phase = wire::ProcessState::PHASE_STARTING;
   pid_t pid = -1;
   pid_t pgid = -1;

@@ -205,7 +205,7 @@ TEST_CASE("stdin after the child closed its end is acknowledged at once, not que
   AttachmentCore core(f.p, Clock::now());
   f.Send(core, f.Hello());
   f.Read(core);
-  f.p.stdin.ChildClosed();
+  f.p.stdin_queue.ChildClosed();
   wire::Envelope in;
   in.set_generation(1);
   in.mutable_stdin_data()->set_data("late");

@@ -2,14 +2,17 @@
 // private socket until the exit record is acknowledged or lingers out.
 //
 // One thread, one Asio io_context, coroutines per pump:
-//   output pump (per stream)  child pipe -> OutputRing, only into free space
-//   stdin pump                stdin queue -> child pipe (non-blocking)
-//   reaper                    SIGCHLD -> wait4 every child (subreaper)
-//   accept loop               socket -> Attachment (SO_PEERCRED, secret)
-//   attachment reader/writer  frames in -> requests; ring/control -> frames out
-// Nothing blocks: every fd is non-blocking and every buffer is bounded (the
-// ring by its capacity, stdin by the window advertised in Welcome, control
-// replies by the request rate of a single attachment).
+//   output pump (per stream)  child pipe -> OutputRing, only into free space  (child_io.h)
+//   stdin pump                stdin queue -> child pipe (non-blocking)        (child_io.h)
+//   reaper                    SIGCHLD -> wait4 every child (subreaper)        (reaper.h)
+//   accept loop               socket -> Attachment (SO_PEERCRED, admission.h) (daemon.cc)
+//   attachment reader/writer  bytes <-> AttachmentCore, the protocol sans I/O (attachment.h)
+// The state they share is plain data (supervised.h); what the protocol
+// decides is pure (attachment_core.h, output_sender.h) and comes back to the
+// daemon as actions. Nothing blocks: every fd is non-blocking and every
+// buffer is bounded (the ring by its capacity, stdin by the window
+// advertised in Welcome, control replies by the request rate of a single
+// attachment).
 #pragma once
 
 #include <string>
@@ -17,18 +20,14 @@
 
 #include "absl/status/statusor.h"
 
+#include "supervisor/supervised.h"
 #include "tether/protocol/tether.pb.h"
 
 namespace tether::supervisor {
 
-inline constexpr std::size_t kStdinWindowBytes = 256 * 1024;    // unacked stdin the host may send
-// Per Output frame: the host's chunk size, so that a frame's data becomes
-// one chunk for the application without being split or copied again.
-inline constexpr std::size_t kMaxOutputChunkBytes = 16 * 1024;
-inline constexpr std::size_t kDefaultWindowBytes = 1 << 20;     // output credit if Hello has none
+// (kStdinWindowBytes, kMaxOutputChunkBytes, kDefaultWindowBytes, kLeaseMs
+// and kHelloTimeoutMs are the protocol core's: supervised.h, stdin_queue.h.)
 inline constexpr unsigned kDefaultLingerMs = 10 * 60 * 1000;    // exit record kept this long
-inline constexpr unsigned kLeaseMs = 30 * 1000;                 // attachment lost after this idle
-inline constexpr unsigned kHelloTimeoutMs = 10 * 1000;          // to authenticate after connect
 // After the child exits, output is read until EOF for at most this long: a
 // background descendant holding the pipes must not hold back the exit.
 inline constexpr unsigned kDefaultDrainMs = 2000;

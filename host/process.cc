@@ -316,8 +316,8 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   void Fail(absl::Status st) {
     if (failed.ok()) failed = std::move(st);
     if (input_error.ok() && (stdin_sent != stdin_acked || (stdin_eof_sent && !stdin_eof_acked))) {
-      input_error = absl::UnknownError(absl::StrCat(
-          "OUTCOME_UNKNOWN: the connection failed with ", stdin_sent - stdin_acked, " bytes of input",
+      input_error = OutcomeUnknownError(absl::StrCat(
+          "the connection failed with ", stdin_sent - stdin_acked, " bytes of input",
           stdin_eof_sent && !stdin_eof_acked ? " and EOF" : "",
           " unacknowledged; whether they reached the process is unknown, and input is disabled (never retried): ",
           std::string(failed.message())));
@@ -917,8 +917,8 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
     // The Launch was dispatched and its fate is unknown: make sure a delayed
     // one never starts the child. Never launch again.
     absl::Status marker = co_await transport.PutFile(state->state_dir + ".cancel", "", 0600);
-    co_return absl::UnknownError(absl::StrCat(
-        "OUTCOME_UNKNOWN: setup ",
+    co_return OutcomeUnknownError(absl::StrCat(
+        "setup ",
         aborted     ? std::string("was aborted after the launch was dispatched")
         : timed_out ? absl::StrCat("did not finish within ", options.setup_timeout_ms, " ms")
                     : absl::StrCat("lost its connection: ", std::string(welcome.status().message())),
@@ -1079,14 +1079,14 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
 
 // Why input is not allowed now, or OK.
 absl::Status Process::State::InputAllowed() const {
-  if (control) return absl::FailedPreconditionError("input closed: a control handle sends no input");
-  if (disconnected) return absl::FailedPreconditionError("this handle was disconnected; reopen the process");
-  if (!stdin_pipe) return absl::FailedPreconditionError("input closed: the process has no stdin pipe");
-  if (stdin_eof_sent) return absl::FailedPreconditionError("input closed: stdin was already closed");
-  if (stdin_closed_by_child) return absl::FailedPreconditionError("input closed: the process closed its stdin");
+  if (control) return InputClosedError("input closed: a control handle sends no input");
+  if (disconnected) return InputClosedError("this handle was disconnected; reopen the process");
+  if (!stdin_pipe) return InputClosedError("input closed: the process has no stdin pipe");
+  if (stdin_eof_sent) return InputClosedError("input closed: stdin was already closed");
+  if (stdin_closed_by_child) return InputClosedError("input closed: the process closed its stdin");
   if (!input_error.ok()) return input_error;
   if (!failed.ok()) return failed;
-  if (exit) return absl::FailedPreconditionError("input closed: the process has exited");
+  if (exit) return InputClosedError("input closed: the process has exited");
   return absl::OkStatus();
 }
 
@@ -1142,7 +1142,7 @@ asio::awaitable<absl::Status> Process::Write(std::string_view bytes) {
 
 asio::awaitable<absl::Status> Process::CloseStdin() {
   State& s = *state_;
-  if (s.disconnected) co_return absl::FailedPreconditionError("this handle was disconnected; reopen the process");
+  if (s.disconnected) co_return InputClosedError("this handle was disconnected; reopen the process");
   if (!s.stdin_pipe || s.stdin_eof_sent) co_return absl::OkStatus();
   // EOF follows every write called before it.
   if (absl::Status st = co_await s.AwaitInputTurn(0, true); !st.ok()) {
@@ -1259,7 +1259,7 @@ namespace tether {
 asio::awaitable<absl::Status> Process::Signal(int signal) {
   State& s = *state_;
   if (signal <= 0 || signal >= 65) co_return absl::InvalidArgumentError(absl::StrCat(signal, " is not a signal"));
-  if (s.disconnected) co_return absl::FailedPreconditionError("this handle was disconnected; reopen the process");
+  if (s.disconnected) co_return InputClosedError("this handle was disconnected; reopen the process");
   if (s.exit) co_return absl::NotFoundError("the process has exited");
   if (!s.failed.ok()) co_return s.failed;
   wire::Envelope env;
@@ -1277,7 +1277,7 @@ asio::awaitable<absl::Status> Process::Signal(std::string_view name) {
 asio::awaitable<absl::Status> Process::Terminate(unsigned grace_ms) {
   State& s = *state_;
   if (s.terminate_result) co_return *s.terminate_result;
-  if (s.disconnected) co_return absl::FailedPreconditionError("this handle was disconnected; reopen the process");
+  if (s.disconnected) co_return InputClosedError("this handle was disconnected; reopen the process");
   if (s.exit) co_return absl::OkStatus();
   if (!s.failed.ok()) co_return s.failed;
   if (!s.terminate_id) {
@@ -1290,8 +1290,8 @@ asio::awaitable<absl::Status> Process::Terminate(unsigned grace_ms) {
     auto deadline = std::make_shared<asio::steady_timer>(co_await asio::this_coro::executor, kStatusTimeout);
     deadline->async_wait([state, deadline](boost::system::error_code ec) {
       if (ec || state->terminate_result || state->exit) return;
-      state->terminate_result = absl::UnknownError(
-          "OUTCOME_UNKNOWN: the terminate request was not acknowledged within 30 s; it is not sent again");
+      state->terminate_result = OutcomeUnknownError(
+          "the terminate request was not acknowledged within 30 s; it is not sent again");
       state->cond.NotifyAll();
     });
     s.terminate_deadline = deadline;
@@ -1304,8 +1304,8 @@ asio::awaitable<absl::Status> Process::Terminate(unsigned grace_ms) {
   if (s.terminate_result) co_return *s.terminate_result;
   if (s.exit) co_return absl::OkStatus();  // it exited: the request did its work or was moot
   // The connection failed with the request in flight: we cannot tell.
-  s.terminate_result = absl::UnknownError(absl::StrCat(
-      "OUTCOME_UNKNOWN: the connection failed before the terminate request was acknowledged: ",
+  s.terminate_result = OutcomeUnknownError(absl::StrCat(
+      "the connection failed before the terminate request was acknowledged: ",
       std::string(s.failed.message())));
   co_return *s.terminate_result;
 }
@@ -1425,7 +1425,7 @@ asio::awaitable<absl::Status> Process::Resize(unsigned cols, unsigned rows) {
   State& s = *state_;
   if (!s.pty) co_return absl::UnimplementedError("resize: this process has no terminal");
   if (absl::Status st = CheckTerminalSize(cols, rows); !st.ok()) co_return st;
-  if (s.disconnected) co_return absl::FailedPreconditionError("this handle was disconnected; reopen the process");
+  if (s.disconnected) co_return InputClosedError("this handle was disconnected; reopen the process");
   if (s.exit) co_return absl::OkStatus();
   if (!s.failed.ok()) co_return s.failed;
   wire::Envelope env;

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "host/errors.h"
+#include "host/wire_errors.h"
 #include "tether/protocol/version.h"
 
 namespace tether {
@@ -15,22 +16,7 @@ namespace tether {
 namespace asio = boost::asio;
 
 absl::Status StatusFromWireError(const wire::Error& e) {
-  const std::string msg = absl::StrCat("supervisor: ", e.message());
-  switch (e.code()) {
-    case wire::ERROR_STALE_GENERATION: return absl::AbortedError(msg);
-    case wire::ERROR_BUSY: return WithErrorCode(absl::UnavailableError(msg), ErrorCode::kBusy);
-    case wire::ERROR_UNAUTHENTICATED: return absl::UnauthenticatedError(msg);
-    case wire::ERROR_INVALID_ARGUMENT: return absl::InvalidArgumentError(msg);
-    case wire::ERROR_INPUT_CLOSED: return absl::FailedPreconditionError(msg);
-    case wire::ERROR_RESOURCE_EXHAUSTED: return absl::ResourceExhaustedError(msg);
-    case wire::ERROR_NOT_FOUND: return absl::NotFoundError(msg);
-    case wire::ERROR_LAUNCH_FAILED: return absl::NotFoundError(msg);
-    case wire::ERROR_CANCELLED: return absl::CancelledError(msg);
-    case wire::ERROR_UNSUPPORTED: return absl::UnimplementedError(msg);
-    case wire::ERROR_PROTOCOL: return absl::DataLossError(msg);
-    case wire::ERROR_EXPIRED: return absl::DeadlineExceededError(msg);
-    default: return absl::InternalError(msg);
-  }
+  return StatusFromWire(e.code(), absl::StrCat("supervisor: ", e.message()));
 }
 
 std::shared_ptr<Session> Session::Create(asio::any_io_executor ex, std::unique_ptr<Channel> channel) {

@@ -28,7 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "host/cli/stdio.h"
 #include "host/command_transport.h"
-#include "host/conformance.h"
+#include "host/conformance/conformance.h"
 #include "host/errors.h"
 #include "host/internal/condition.h"
 #include "host/local_transport.h"

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "host/providers.h"
 
 namespace tether::cli {
 
@@ -34,20 +35,18 @@ void BlockJobSignals();
 // True when fd 1 was closed when tether started.
 bool StdoutWasClosed();
 
-// Which sandbox: the local provider, or the command provider through a
-// native channel command (see host/command_transport.h).
+// Which sandbox: a registered provider (host/providers.h) and its options.
 struct ProviderArgs {
   std::string provider = "local";
-  std::vector<std::string> prefix;  // --prefix 'ssh -T host' (split like a shell)
-  std::string arch, emulator;       // --arch, --emulator
-  std::string tunnel = "binary";    // --tunnel binary|text|exchange
+  ProviderFlags flags;  // --prefix 'ssh -T host', --arch, ... as given
 };
 
-// Consumes a provider option at args[*i] (advancing *i past its value).
-// False when args[*i] is not one; kInvalidArgument for a bad one.
+// Consumes a provider option at args[*i] (advancing *i past its value):
+// --provider NAME or a flag some provider takes. False when args[*i] is not
+// one; kInvalidArgument for a bad one (an unknown provider lists the known).
 absl::StatusOr<bool> ParseProviderOption(const std::vector<std::string>& args, std::size_t* i,
                                          ProviderArgs* out);
-// Checks a complete set of provider options.
+// Checks a complete set of provider options with the provider's parser.
 absl::Status CheckProviderArgs(const ProviderArgs& p);
 
 // Splits a command line into words: whitespace separates, '...' and "..."

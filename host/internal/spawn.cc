@@ -113,20 +113,22 @@ class LocalChannel final : public Channel {
     boost::system::error_code ec;
     io_.close(ec);
     err_->fd.close(ec);
-    if (pid_ > 0) {
-      int st;
-      if (::waitpid(pid_, &st, WNOHANG) == 0) {
-        // The bridge holds no state; the daemon it relays for is unaffected.
-        // Never waited for here: a process the kernel is slow to tear down
-        // (or one stuck in an uninterruptible call) must not stall the loop.
-        ::kill(pid_, SIGKILL);
-        ReapInBackground(pid_);
-      }
+    if (pid_ > 0 && !TryReap()) {
+      // The bridge holds no state; the daemon it relays for is unaffected.
+      // Never waited for here: a process the kernel is slow to tear down
+      // (or one stuck in an uninterruptible call) must not stall the loop.
+      ::kill(pid_, SIGKILL);
+      ReapInBackground(pid_);
       pid_ = -1;
     }
   }
 
   std::string Diagnostics() const override { return err_->diag; }
+
+  std::optional<int> exit_code() const override {
+    if (!exit_code_ && pid_ > 0) TryReap();
+    return exit_code_;
+  }
 
  private:
   // Shared with the draining coroutine, which may outlive the channel.
@@ -148,7 +150,19 @@ class LocalChannel final : public Channel {
     }
   }
 
-  pid_t pid_;
+  // Reaps the command if it has exited (never waits) and records its
+  // status; false while it runs. (Reaped by someone else: gone, no status.)
+  bool TryReap() const {
+    int st = 0;
+    const pid_t r = ::waitpid(pid_, &st, WNOHANG);
+    if (r == 0) return false;
+    if (r == pid_) exit_code_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    pid_ = -1;
+    return true;
+  }
+
+  mutable pid_t pid_;  // -1 once reaped (or for a connection)
+  mutable std::optional<int> exit_code_;
   asio::local::stream_protocol::socket io_;
   bool write_closed_ = false;
   std::shared_ptr<Stderr> err_;

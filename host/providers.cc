@@ -64,7 +64,7 @@ std::vector<ProviderInfo> MakeRegistry() {
   std::vector<ProviderInfo> r;
   r.push_back(ProviderInfo{
       "local",
-      "this machine (the default); its private directory is\n"
+      "this machine; its private directory is\n"
       "$TETHER_LOCAL_ROOT, else $XDG_RUNTIME_DIR/tether-local, else\n"
       "$TMPDIR/tether-local-UID (absolute TMPDIR only), else /tmp/tether-local-UID",
       {},
@@ -77,9 +77,11 @@ std::vector<ProviderInfo> MakeRegistry() {
       "stdio connected, e.g. 'ssh -T host', 'docker exec -i CTR sh -c',\n"
       "'kubectl exec -i POD -- sh -c'",
       {{"--prefix", "the command (split like a shell), required"},
-       {"--arch", "x86_64|aarch64: skip detection"},
-       {"--emulator", "run the supervisor under PROG, e.g. qemu-aarch64"},
-       {"--tunnel", "binary|text|exchange: text lines only, or one-shot commands only"}},
+       {"--arch", "x86_64|aarch64: skip detection (with --emulator)"},
+       {"--emulator", "run the supervisor under this program, e.g. qemu-aarch64"},
+       {"--tunnel", "binary|text|exchange. text: the channel carries only text lines;\n"
+                    "        frames go as armored lines and a failed channel is reattached.\n"
+                    "        exchange: only one-shot commands; tether polls a relay"}},
       false,
       ParseCommand,
       MakeCommand});

@@ -17,6 +17,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "host/cli/interact.h"
 #include "host/cli/signals.h"
 #include "host/conformance/conformance.h"
@@ -121,6 +122,24 @@ absl::StatusOr<std::string> ReadReference(const std::string& arg) {
 absl::StatusOr<int> ParseSignal(const std::string& s) { return SignalNumber(s); }
 
 }  // namespace
+
+const char* Usage() {
+  static const std::string text = [] {
+    std::string providers;
+    for (const ProviderInfo& p : Providers()) {
+      absl::StrAppend(&providers, "  --provider ", std::string(p.name), p.name == "local" ? "  (the default)" : "", "\n");
+      const std::vector<std::string> lines = absl::StrSplit(std::string(p.help), '\n');
+      for (const std::string& line : lines) absl::StrAppend(&providers, "        ", line, "\n");
+      for (const ProviderOption& o : p.options) {
+        absl::StrAppend(&providers, "    ", std::string(o.flag), " VALUE: ", std::string(o.help), "\n");
+      }
+    }
+    std::string t = kUsageTemplate;
+    t.replace(t.find("%PROVIDERS%"), std::string_view("%PROVIDERS%").size(), providers);
+    return t;
+  }();
+  return text.c_str();
+}
 
 absl::StatusOr<std::vector<std::string>> SplitWords(std::string_view line) { return SplitShellWords(line); }
 
@@ -315,7 +334,7 @@ int StartCommand(const RunArgs& args) {
 
 // Prints "tether COMMAND: why" and the usage; returns kExitUsage.
 int UsageError(const std::string& command, const absl::Status& why) {
-  std::fprintf(stderr, "tether %s: %s\n%s", command.c_str(), std::string(why.message()).c_str(), kUsage);
+  std::fprintf(stderr, "tether %s: %s\n%s", command.c_str(), std::string(why.message()).c_str(), Usage());
   return kExitUsage;
 }
 
@@ -339,12 +358,12 @@ int ReferenceCommand(const std::string& command, const std::vector<std::string>&
   unsigned grace_ms = kDefaultKillGraceMs;
   if (kill && args.size() == 3 && args[1] == "--grace") {
     if (!absl::SimpleAtoi(args[2], &grace_ms)) {
-      std::fprintf(stderr, "tether kill: --grace wants milliseconds, got '%s'\n%s", args[2].c_str(), kUsage);
+      std::fprintf(stderr, "tether kill: --grace wants milliseconds, got '%s'\n%s", args[2].c_str(), Usage());
       return kExitUsage;
     }
   } else if (args.size() != want) {
     std::fprintf(stderr, "tether %s: expected %s\n%s", command.c_str(),
-                 want == 2 ? "REF SIGNAL" : "REF", kUsage);
+                 want == 2 ? "REF SIGNAL" : "REF", Usage());
     return kExitUsage;
   }
   int sig = 0;
@@ -440,7 +459,7 @@ int ConformanceCommand(const std::vector<std::string>& args) {
       options.only = args[++i];
       continue;
     }
-    std::fprintf(stderr, "tether conformance: unknown argument '%s'\n%s", args[i].c_str(), kUsage);
+    std::fprintf(stderr, "tether conformance: unknown argument '%s'\n%s", args[i].c_str(), Usage());
     return kExitUsage;
   }
   if (absl::Status st = CheckProviderArgs(provider); !st.ok()) {

@@ -46,7 +46,6 @@ void PrepareStdio() {
 
 bool StdoutWasClosed() { return g_stdout_was_closed; }
 
-
 void PrintError(const absl::Status& st) {
   std::fprintf(stderr, "tether: %s\n", std::string(st.message()).c_str());
 }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "host/wire_errors.h"
 
 namespace tether {
 namespace {
@@ -86,8 +87,14 @@ absl::Status MakeError(ErrorCode code, std::string_view message) {
 absl::Status OutcomeUnknownError(std::string_view message) { return Prefixed(ErrorCode::kOutcomeUnknown, message); }
 absl::Status OutputCapacityError(std::string_view message) { return Prefixed(ErrorCode::kOutputCapacity, message); }
 absl::Status WaitAbortedError(std::string_view message) { return Prefixed(ErrorCode::kWaitAborted, message); }
-absl::Status InputClosedError(std::string_view message) { return MakeError(ErrorCode::kInputClosed, message); }
+absl::Status InputClosedError(std::string_view message) {
+  return MakeError(ErrorCode::kInputClosed, absl::StrCat("input closed: ", std::string(message)));
+}
 absl::Status BusyError(std::string_view message) { return MakeError(ErrorCode::kBusy, message); }
+
+absl::Status StatusFromWireError(const wire::Error& e) {
+  return StatusFromWire(e.code(), absl::StrCat("supervisor: ", e.message()));
+}
 
 ErrorCode ErrorCodeOf(const absl::Status& status) {
   if (status.ok()) return ErrorCode::kOk;

@@ -19,6 +19,10 @@
 
 namespace tether {
 
+namespace wire {
+class Error;
+}  // namespace wire
+
 enum class ErrorCode {
   kOk,
   kInvalidArgument,   // rejected before any effect
@@ -55,12 +59,16 @@ absl::Status WithErrorCode(absl::Status status, ErrorCode code);
 // An error of `code` with `message`, on its canonical code.
 absl::Status MakeError(ErrorCode code, std::string_view message);
 
-// Named constructors. The first three prefix the message with the code's
-// name ("OUTCOME_UNKNOWN: ..."); the others keep `message` as it is.
+// Named constructors: "OUTCOME_UNKNOWN: " + message, "OUTPUT_CAPACITY: ",
+// "WAIT_ABORTED: ", "input closed: " + message; BUSY keeps `message`.
 absl::Status OutcomeUnknownError(std::string_view message);
 absl::Status OutputCapacityError(std::string_view message);
 absl::Status WaitAbortedError(std::string_view message);
 absl::Status InputClosedError(std::string_view message);
 absl::Status BusyError(std::string_view message);
+
+// A supervisor Error as a Status ("supervisor: " + its message), through the
+// one wire mapping (host/wire_errors.h).
+absl::Status StatusFromWireError(const wire::Error& e);
 
 }  // namespace tether

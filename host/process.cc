@@ -1087,14 +1087,14 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
 
 // Why input is not allowed now, or OK.
 absl::Status Process::State::InputAllowed() const {
-  if (control) return InputClosedError("input closed: a control handle sends no input");
-  if (disconnected) return InputClosedError("this handle was disconnected; reopen the process");
-  if (!stdin_pipe) return InputClosedError("input closed: the process has no stdin pipe");
-  if (stdin_eof_sent) return InputClosedError("input closed: stdin was already closed");
-  if (stdin_closed_by_child) return InputClosedError("input closed: the process closed its stdin");
+  if (control) return InputClosedError("a control handle sends no input");
+  if (disconnected) return MakeError(ErrorCode::kInputClosed, "this handle was disconnected; reopen the process");
+  if (!stdin_pipe) return InputClosedError("the process has no stdin pipe");
+  if (stdin_eof_sent) return InputClosedError("stdin was already closed");
+  if (stdin_closed_by_child) return InputClosedError("the process closed its stdin");
   if (!input_error.ok()) return input_error;
   if (!failed.ok()) return failed;
-  if (exit) return InputClosedError("input closed: the process has exited");
+  if (exit) return InputClosedError("the process has exited");
   return absl::OkStatus();
 }
 
@@ -1150,7 +1150,7 @@ asio::awaitable<absl::Status> Process::Write(std::string_view bytes) {
 
 asio::awaitable<absl::Status> Process::CloseStdin() {
   State& s = *state_;
-  if (s.disconnected) co_return InputClosedError("this handle was disconnected; reopen the process");
+  if (s.disconnected) co_return MakeError(ErrorCode::kInputClosed, "this handle was disconnected; reopen the process");
   if (!s.stdin_pipe || s.stdin_eof_sent) co_return absl::OkStatus();
   // EOF follows every write called before it.
   if (absl::Status st = co_await s.AwaitInputTurn(0, true); !st.ok()) {
@@ -1267,7 +1267,7 @@ namespace tether {
 asio::awaitable<absl::Status> Process::Signal(int signal) {
   State& s = *state_;
   if (signal <= 0 || signal >= 65) co_return absl::InvalidArgumentError(absl::StrCat(signal, " is not a signal"));
-  if (s.disconnected) co_return InputClosedError("this handle was disconnected; reopen the process");
+  if (s.disconnected) co_return MakeError(ErrorCode::kInputClosed, "this handle was disconnected; reopen the process");
   if (s.exit) co_return absl::NotFoundError("the process has exited");
   if (!s.failed.ok()) co_return s.failed;
   wire::Envelope env;
@@ -1285,7 +1285,7 @@ asio::awaitable<absl::Status> Process::Signal(std::string_view name) {
 asio::awaitable<absl::Status> Process::Terminate(unsigned grace_ms) {
   State& s = *state_;
   if (s.terminate_result) co_return *s.terminate_result;
-  if (s.disconnected) co_return InputClosedError("this handle was disconnected; reopen the process");
+  if (s.disconnected) co_return MakeError(ErrorCode::kInputClosed, "this handle was disconnected; reopen the process");
   if (s.exit) co_return absl::OkStatus();
   if (!s.failed.ok()) co_return s.failed;
   if (!s.terminate_id) {
@@ -1433,7 +1433,7 @@ asio::awaitable<absl::Status> Process::Resize(unsigned cols, unsigned rows) {
   State& s = *state_;
   if (!s.pty) co_return absl::UnimplementedError("resize: this process has no terminal");
   if (absl::Status st = CheckTerminalSize(cols, rows); !st.ok()) co_return st;
-  if (s.disconnected) co_return InputClosedError("this handle was disconnected; reopen the process");
+  if (s.disconnected) co_return MakeError(ErrorCode::kInputClosed, "this handle was disconnected; reopen the process");
   if (s.exit) co_return absl::OkStatus();
   if (!s.failed.ok()) co_return s.failed;
   wire::Envelope env;

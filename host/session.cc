@@ -8,16 +8,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "host/errors.h"
-#include "host/wire_errors.h"
 #include "tether/protocol/version.h"
 
 namespace tether {
 
 namespace asio = boost::asio;
-
-absl::Status StatusFromWireError(const wire::Error& e) {
-  return StatusFromWire(e.code(), absl::StrCat("supervisor: ", e.message()));
-}
 
 std::shared_ptr<Session> Session::Create(asio::any_io_executor ex, std::unique_ptr<Channel> channel) {
   return std::shared_ptr<Session>(new Session(std::move(ex), std::move(channel)));

@@ -15,7 +15,8 @@ TEST_CASE("a failed precondition that is not input-closed has no public INPUT_CL
         ErrorCode::kInternal);
   CHECK(ErrorCodeOf(absl::FailedPreconditionError("input closed: looks like it, but nobody said so")) ==
         ErrorCode::kInternal);
-  CHECK(ErrorCodeOf(InputClosedError("input closed: stdin was already closed")) == ErrorCode::kInputClosed);
+  CHECK(ErrorCodeOf(InputClosedError("stdin was already closed")) == ErrorCode::kInputClosed);
+  CHECK(InputClosedError("stdin was already closed").message() == "input closed: stdin was already closed");
   CHECK(absl::IsFailedPrecondition(InputClosedError("x")));
 }
 
@@ -52,7 +53,8 @@ TEST_CASE("the named helpers keep their codes and messages") {
   CHECK(absl::IsCancelled(WaitAbortedError("w")));
   CHECK(ErrorCodeOf(OutputCapacityError("o")) == ErrorCode::kOutputCapacity);
   CHECK(absl::IsResourceExhausted(OutputCapacityError("o")));
-  CHECK(InputClosedError("this handle was disconnected").message() == "this handle was disconnected");
+  CHECK(MakeError(ErrorCode::kInputClosed, "this handle was disconnected").message() ==
+        "this handle was disconnected");
 }
 
 TEST_CASE("canonical codes with one meaning still map without an attachment") {

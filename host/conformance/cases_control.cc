@@ -285,15 +285,16 @@ awaitable<absl::Status> CancelledSetup(Transport& t) {
   absl::StatusOr<SandboxInfo> info = co_await t.Probe();
   CONF_EXPECT(info.ok(), info.status().ToString());
   const std::string flag = absl::StrCat(info->state_root, "/../conformance-", absl::BytesToHexString(Random(8)));
-  // The launch arrives 3 s late; the marker (written through the plain
+  // The launch arrives 5 s late; the marker (written through the plain
   // channel when setup gives up at 0.3 s) must land first. A margin of 1.2 s
-  // was too short for ssh on a loaded machine (ASan build plus a soak).
-  DelayedTransport slow(t, milliseconds(3000));
+  // was too short for ssh on a loaded machine (ASan build plus a soak), and
+  // 2.7 s too (four builds on two cores: the marker took over 3 s).
+  DelayedTransport slow(t, milliseconds(5000));
   StartOptions o = Opts(V("sh", "-c", absl::StrCat("echo ran > '", flag, "'")));
   o.setup_timeout_ms = 300;
   absl::StatusOr<std::unique_ptr<Process>> p = co_await Process::Start(slow, o);
   CONF_EXPECT(ErrorCodeOf(p.status()) == ErrorCode::kOutcomeUnknown, p.status().ToString());
-  co_await Sleep(milliseconds(4500));  // the delayed launch arrives, finds the marker
+  co_await Sleep(milliseconds(6500));  // the delayed launch arrives, finds the marker
   Ran check = co_await RunArgv(t, V("sh", "-c", absl::StrCat("test -e '", flag, "'")));
   CONF_EXPECT(check.exit && check.exit->code == 1, "the cancelled launch started its child");
   co_return absl::OkStatus();

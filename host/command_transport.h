@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "host/shell_setup.h"  // ShellQuote
 #include "host/transport.h"
 
 namespace tether {
@@ -48,8 +49,5 @@ struct CommandOptions {
 
 absl::StatusOr<std::unique_ptr<Transport>> MakeCommandTransport(boost::asio::any_io_executor ex,
                                                                 CommandOptions options);
-
-// Quotes `arg` for a POSIX shell: 'arg' with every ' as '\''.
-std::string ShellQuote(std::string_view arg);
 
 }  // namespace tether

@@ -1,105 +1,58 @@
 #include "host/errors.h"
 
-#include <optional>
 #include <string>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
-#include "tether/protocol/tether.pb.h"
+#include "host/wire_errors.h"
 
 namespace tether {
 namespace {
 
 constexpr char kPayloadUrl[] = "type.tether.dev/ErrorCode";
 
-constexpr std::pair<ErrorCode, std::string_view> kNames[] = {
-    {ErrorCode::kOk, "OK"},
-    {ErrorCode::kInvalidArgument, "INVALID_ARGUMENT"},
-    {ErrorCode::kUnsupported, "UNSUPPORTED"},
-    {ErrorCode::kUnavailable, "UNAVAILABLE"},
-    {ErrorCode::kBusy, "BUSY"},
-    {ErrorCode::kExpired, "EXPIRED"},
-    {ErrorCode::kInputClosed, "INPUT_CLOSED"},
-    {ErrorCode::kOutcomeUnknown, "OUTCOME_UNKNOWN"},
-    {ErrorCode::kNotFound, "NOT_FOUND"},
-    {ErrorCode::kPermissionDenied, "PERMISSION_DENIED"},
-    {ErrorCode::kProtocol, "PROTOCOL"},
-    {ErrorCode::kCancelled, "CANCELLED"},
-    {ErrorCode::kOutputCapacity, "OUTPUT_CAPACITY"},
-    {ErrorCode::kWaitAborted, "WAIT_ABORTED"},
-    {ErrorCode::kResourceExhausted, "RESOURCE_EXHAUSTED"},
-    {ErrorCode::kInternal, "INTERNAL"},
+struct CodeInfo {
+  ErrorCode code;
+  std::string_view name;
+  absl::StatusCode canonical;
 };
 
-}  // namespace
+constexpr CodeInfo kCodes[] = {
+    {ErrorCode::kOk, "OK", absl::StatusCode::kOk},
+    {ErrorCode::kInvalidArgument, "INVALID_ARGUMENT", absl::StatusCode::kInvalidArgument},
+    {ErrorCode::kUnsupported, "UNSUPPORTED", absl::StatusCode::kUnimplemented},
+    {ErrorCode::kUnavailable, "UNAVAILABLE", absl::StatusCode::kUnavailable},
+    {ErrorCode::kBusy, "BUSY", absl::StatusCode::kUnavailable},
+    {ErrorCode::kExpired, "EXPIRED", absl::StatusCode::kDeadlineExceeded},
+    {ErrorCode::kInputClosed, "INPUT_CLOSED", absl::StatusCode::kFailedPrecondition},
+    {ErrorCode::kOutcomeUnknown, "OUTCOME_UNKNOWN", absl::StatusCode::kUnknown},
+    {ErrorCode::kNotFound, "NOT_FOUND", absl::StatusCode::kNotFound},
+    {ErrorCode::kPermissionDenied, "PERMISSION_DENIED", absl::StatusCode::kPermissionDenied},
+    {ErrorCode::kProtocol, "PROTOCOL", absl::StatusCode::kDataLoss},
+    {ErrorCode::kCancelled, "CANCELLED", absl::StatusCode::kCancelled},
+    {ErrorCode::kOutputCapacity, "OUTPUT_CAPACITY", absl::StatusCode::kResourceExhausted},
+    {ErrorCode::kWaitAborted, "WAIT_ABORTED", absl::StatusCode::kCancelled},
+    {ErrorCode::kResourceExhausted, "RESOURCE_EXHAUSTED", absl::StatusCode::kResourceExhausted},
+    {ErrorCode::kInternal, "INTERNAL", absl::StatusCode::kInternal},
+};
 
-std::string_view ErrorCodeName(ErrorCode code) {
-  for (const auto& [c, name] : kNames) {
-    if (c == code) return name;
+const CodeInfo& InfoOf(ErrorCode code) {
+  for (const CodeInfo& i : kCodes) {
+    if (i.code == code) return i;
   }
-  return "INTERNAL";
+  return kCodes[sizeof kCodes / sizeof kCodes[0] - 1];  // INTERNAL
 }
 
-absl::Status WithErrorCode(absl::Status status, ErrorCode code) {
-  const std::string_view name = ErrorCodeName(code);
-  status.SetPayload(kPayloadUrl, absl::Cord(std::string(name)));
-  return status;
-}
-
-absl::Status OutputCapacityError(std::string_view message) {
-  return WithErrorCode(absl::ResourceExhaustedError(absl::StrCat("OUTPUT_CAPACITY: ", std::string(message))),
-                       ErrorCode::kOutputCapacity);
-}
-
-absl::Status WaitAbortedError(std::string_view message) {
-  return WithErrorCode(absl::CancelledError(absl::StrCat("WAIT_ABORTED: ", std::string(message))),
-                       ErrorCode::kWaitAborted);
-}
-
-absl::Status OutcomeUnknownError(std::string_view message) {
-  return WithErrorCode(absl::UnknownError(absl::StrCat("OUTCOME_UNKNOWN: ", std::string(message))),
-                       ErrorCode::kOutcomeUnknown);
-}
-
-absl::Status InputClosedError(std::string_view message) {
-  return WithErrorCode(absl::FailedPreconditionError(absl::StrCat("input closed: ", std::string(message))),
-                       ErrorCode::kInputClosed);
-}
-
-absl::Status StatusFromWireError(const wire::Error& e) {
-  const std::string msg = absl::StrCat("supervisor: ", e.message());
-  switch (e.code()) {
-    case wire::ERROR_STALE_GENERATION: return absl::AbortedError(msg);
-    case wire::ERROR_BUSY: return WithErrorCode(absl::UnavailableError(msg), ErrorCode::kBusy);
-    case wire::ERROR_UNAUTHENTICATED: return absl::UnauthenticatedError(msg);
-    case wire::ERROR_INVALID_ARGUMENT: return absl::InvalidArgumentError(msg);
-    case wire::ERROR_INPUT_CLOSED: return absl::FailedPreconditionError(msg);
-    case wire::ERROR_RESOURCE_EXHAUSTED: return absl::ResourceExhaustedError(msg);
-    case wire::ERROR_NOT_FOUND: return absl::NotFoundError(msg);
-    case wire::ERROR_LAUNCH_FAILED: return absl::NotFoundError(msg);
-    case wire::ERROR_CANCELLED: return absl::CancelledError(msg);
-    case wire::ERROR_UNSUPPORTED: return absl::UnimplementedError(msg);
-    case wire::ERROR_PROTOCOL: return absl::DataLossError(msg);
-    case wire::ERROR_EXPIRED: return absl::DeadlineExceededError(msg);
-    default: return absl::InternalError(msg);
-  }
-}
-
-ErrorCode ErrorCodeOf(const absl::Status& status) {
-  if (status.ok()) return ErrorCode::kOk;
-  if (auto p = status.GetPayload(kPayloadUrl)) {  // absl::optional (Debian's is not std::)
-    const std::string name(*p);
-    for (const auto& [c, n] : kNames) {
-      if (n == name) return c;
-    }
-  }
-  if (absl::IsUnimplemented(status)) return ErrorCode::kUnsupported;
-  switch (status.code()) {
+// A status made without an attached code: only canonical codes with one
+// public meaning map; kFailedPrecondition ("input closed"? "not a private
+// directory"?) and kUnknown ("outcome unknown"? anything) do not.
+ErrorCode FromCanonical(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kOk: return ErrorCode::kOk;
     case absl::StatusCode::kInvalidArgument: return ErrorCode::kInvalidArgument;
+    case absl::StatusCode::kUnimplemented: return ErrorCode::kUnsupported;
     case absl::StatusCode::kUnavailable: return ErrorCode::kUnavailable;
     case absl::StatusCode::kDeadlineExceeded: return ErrorCode::kExpired;
-    case absl::StatusCode::kFailedPrecondition: return ErrorCode::kInputClosed;
-    case absl::StatusCode::kUnknown: return ErrorCode::kOutcomeUnknown;
     case absl::StatusCode::kNotFound: return ErrorCode::kNotFound;
     case absl::StatusCode::kPermissionDenied: return ErrorCode::kPermissionDenied;
     case absl::StatusCode::kResourceExhausted: return ErrorCode::kResourceExhausted;
@@ -108,6 +61,50 @@ ErrorCode ErrorCodeOf(const absl::Status& status) {
     case absl::StatusCode::kCancelled: return ErrorCode::kCancelled;
     default: return ErrorCode::kInternal;
   }
+}
+
+absl::Status Prefixed(ErrorCode code, std::string_view message) {
+  return MakeError(code, absl::StrCat(std::string(InfoOf(code).name), ": ", std::string(message)));
+}
+
+}  // namespace
+
+std::string_view ErrorCodeName(ErrorCode code) { return InfoOf(code).name; }
+
+absl::StatusCode CanonicalCodeOf(ErrorCode code) { return InfoOf(code).canonical; }
+
+absl::Status WithErrorCode(absl::Status status, ErrorCode code) {
+  if (status.ok()) return status;  // (absl ignores payloads on OK anyway)
+  status.SetPayload(kPayloadUrl, absl::Cord(std::string(ErrorCodeName(code))));
+  return status;
+}
+
+absl::Status MakeError(ErrorCode code, std::string_view message) {
+  if (code == ErrorCode::kOk) return absl::OkStatus();
+  return WithErrorCode(absl::Status(CanonicalCodeOf(code), std::string(message)), code);
+}
+
+absl::Status OutcomeUnknownError(std::string_view message) { return Prefixed(ErrorCode::kOutcomeUnknown, message); }
+absl::Status OutputCapacityError(std::string_view message) { return Prefixed(ErrorCode::kOutputCapacity, message); }
+absl::Status WaitAbortedError(std::string_view message) { return Prefixed(ErrorCode::kWaitAborted, message); }
+absl::Status InputClosedError(std::string_view message) {
+  return MakeError(ErrorCode::kInputClosed, absl::StrCat("input closed: ", std::string(message)));
+}
+absl::Status BusyError(std::string_view message) { return MakeError(ErrorCode::kBusy, message); }
+
+absl::Status StatusFromWireError(const wire::Error& e) {
+  return StatusFromWire(e.code(), absl::StrCat("supervisor: ", e.message()));
+}
+
+ErrorCode ErrorCodeOf(const absl::Status& status) {
+  if (status.ok()) return ErrorCode::kOk;
+  if (auto p = status.GetPayload(kPayloadUrl)) {  // absl::optional (Debian's is not std::)
+    const std::string name(*p);
+    for (const CodeInfo& i : kCodes) {
+      if (i.name == name) return i.code;
+    }
+  }
+  return FromCanonical(status.code());
 }
 
 }  // namespace tether

@@ -2,8 +2,12 @@
 //
 // Every failure is an absl::Status with a message a person can act on;
 // ErrorCodeOf() gives the stable code a program can branch on (the names are
-// the seed's: OUTCOME_UNKNOWN, INPUT_CLOSED, BUSY, EXPIRED, ...). A code that
-// the canonical status code cannot express (BUSY) rides as a payload.
+// the seed's: OUTCOME_UNKNOWN, INPUT_CLOSED, BUSY, EXPIRED, ...). The code is
+// attached where the error is made, as a status payload, by the constructors
+// below (MakeError and the named helpers); ErrorCodeOf() reads it and never
+// looks at the message. A status made without one (absl::NotFoundError(...))
+// gets the code its canonical code means unambiguously; kFailedPrecondition
+// and kUnknown alone mean nothing public (INTERNAL).
 //
 //   absl::Status st = co_await p->Write(bytes);
 //   if (tether::ErrorCodeOf(st) == tether::ErrorCode::kInputClosed) { ... }
@@ -41,20 +45,30 @@ enum class ErrorCode {
 // "OUTCOME_UNKNOWN", "INPUT_CLOSED", ...
 std::string_view ErrorCodeName(ErrorCode code);
 
+// The attached code; without one, the code the canonical code implies (see
+// above). kOk for an OK status.
 ErrorCode ErrorCodeOf(const absl::Status& status);
 
-// Attaches `code` to `status` (for codes the canonical code cannot express).
+// The canonical code an error of `code` is made with (BUSY: kUnavailable,
+// INPUT_CLOSED: kFailedPrecondition, OUTCOME_UNKNOWN: kUnknown, ...).
+absl::StatusCode CanonicalCodeOf(ErrorCode code);
+
+// Attaches `code` to `status` (keeps its canonical code and message).
 absl::Status WithErrorCode(absl::Status status, ErrorCode code);
 
-// OUTPUT_CAPACITY and WAIT_ABORTED errors with `message`.
+// An error of `code` with `message`, on its canonical code.
+absl::Status MakeError(ErrorCode code, std::string_view message);
+
+// Named constructors: "OUTCOME_UNKNOWN: " + message, "OUTPUT_CAPACITY: ",
+// "WAIT_ABORTED: ", "input closed: " + message; BUSY keeps `message`.
+absl::Status OutcomeUnknownError(std::string_view message);
 absl::Status OutputCapacityError(std::string_view message);
 absl::Status WaitAbortedError(std::string_view message);
-// OUTCOME_UNKNOWN ("OUTCOME_UNKNOWN: " + message) and INPUT_CLOSED ("input
-// closed: " + message).
-absl::Status OutcomeUnknownError(std::string_view message);
 absl::Status InputClosedError(std::string_view message);
+absl::Status BusyError(std::string_view message);
 
-// Maps a supervisor Error (wire) to a Status a person can act on.
+// A supervisor Error as a Status ("supervisor: " + its message), through the
+// one wire mapping (host/wire_errors.h).
 absl::Status StatusFromWireError(const wire::Error& e);
 
 }  // namespace tether

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "host/internal/off_loop.h"
 #include "host/internal/spawn.h"
 
 namespace tether {
@@ -72,7 +73,11 @@ class LocalTransport final : public Transport, public DirectConnector {
   }
 
   asio::awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
-    co_return Put(path, bytes, mode);
+    // Comparing and writing a supervisor binary (megabytes) is file I/O:
+    // done on a helper thread, never on the loop. (`bytes` stays valid: the
+    // caller awaits us.)
+    std::function<absl::Status()> put = [path = std::move(path), bytes, mode] { return Put(path, bytes, mode); };
+    co_return co_await internal::RunOffLoop<absl::Status>(std::move(put));
   }
 
  private:
@@ -98,7 +103,7 @@ class LocalTransport final : public Transport, public DirectConnector {
     return same;
   }
 
-  absl::Status Put(const std::string& path, std::string_view bytes, int mode) {
+  static absl::Status Put(const std::string& path, std::string_view bytes, int mode) {
     if (SameContent(path, bytes)) return absl::OkStatus();
     const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);

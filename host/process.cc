@@ -20,9 +20,7 @@ namespace {
 constexpr auto kStatusTimeout = std::chrono::seconds(30);  // a dispatched status or terminate request
 constexpr auto kCloseAfterExitTimeout = std::chrono::seconds(5);
 
-absl::Status Disconnected() {
-  return absl::FailedPreconditionError("this handle was disconnected; reopen the process");
-}
+absl::Status Disconnected() { return InputClosedError("this handle was disconnected; reopen the process"); }
 }  // namespace
 
 Process::Process(std::shared_ptr<State> state) : state_(std::move(state)) {}

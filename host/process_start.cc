@@ -157,6 +157,14 @@ asio::awaitable<bool> Cancelled() {
   co_return cs.cancelled() != asio::cancellation_type::none;
 }
 
+// Waits for `deadline`; when it passes, also closes the session, so that a
+// channel that ignores cancellation still ends its pending read (the
+// Channel contract: Close() always ends pending operations).
+asio::awaitable<void> CloseAtDeadline(asio::steady_timer& deadline, Process::State& state) {
+  auto [ec] = co_await deadline.async_wait(asio::as_tuple(asio::use_awaitable));
+  if (!ec && state.session) state.session->Close();
+}
+
 wire::Envelope LaunchEnvelope(const StartOptions& options, const std::string& launch_id, const std::string& secret,
                               const std::string& state_dir) {
   wire::Envelope launch_env;
@@ -282,7 +290,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
     asio::steady_timer deadline(transport.executor(), setup_deadline);
     auto raced = co_await (state->tunnel->Launch(state->target, protocol::EncodeEnvelope(launch_env),
                                                  std::move(hello), state->session) ||
-                           deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
+                           CloseAtDeadline(deadline, *state));
     if (raced.index() == 0) {
       welcome = std::get<0>(std::move(raced));
     } else {

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "host/internal/off_loop.h"
 #include "protocol/sha256.h"
 #include "tether/protocol/version.h"
 
@@ -106,31 +107,42 @@ std::string SupervisorInstallPath(const SandboxInfo& info, std::string_view byte
   return InstallPathForHash(info, protocol::Sha256Hex(bytes));
 }
 
-boost::asio::awaitable<absl::StatusOr<std::string>> InstallSupervisor(Transport& transport,
-                                                                      const SandboxInfo& info) {
-  // One read and one hash per process: the binaries do not change under a
-  // running host (hashing a megabyte on every start cost milliseconds).
-  struct Binary {
-    std::string bytes, sha256;
-  };
+boost::asio::awaitable<absl::StatusOr<std::shared_ptr<const SupervisorImage>>> LoadSupervisor(
+    const std::string& arch) {
+  // One read and one hash per binary and process: the binaries do not
+  // change under a running host (hashing one costs milliseconds to a
+  // second). The first load runs on a helper thread, never on the loop.
+  // Keyed by where the bytes come from, so a changed $TETHER_SUPERVISOR_DIR
+  // is honoured.
+  const char* dir = std::getenv("TETHER_SUPERVISOR_DIR");
+  const std::string key = absl::StrCat(arch, "\n", dir ? dir : "");
   static std::mutex mu;
-  static std::map<std::string, std::shared_ptr<const Binary>> cache;
-  std::shared_ptr<const Binary> bin;
+  static auto* cache = new std::map<std::string, std::shared_ptr<const SupervisorImage>>;  // never destroyed
   {
     std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(info.arch);
-    if (it == cache.end()) {
-      absl::StatusOr<std::string> bytes = SupervisorBytes(info.arch);
-      if (!bytes.ok()) co_return bytes.status();
-      auto b = std::make_shared<Binary>();
-      b->sha256 = protocol::Sha256Hex(*bytes);
-      b->bytes = *std::move(bytes);
-      it = cache.emplace(info.arch, std::move(b)).first;
-    }
-    bin = it->second;
+    if (auto it = cache->find(key); it != cache->end()) co_return it->second;
   }
-  const std::string remote = InstallPathForHash(info, bin->sha256);
-  absl::Status st = co_await transport.PutFile(remote, bin->bytes, 0700);
+  using Result = absl::StatusOr<std::shared_ptr<const SupervisorImage>>;
+  std::function<Result()> load = [arch]() -> Result {
+    absl::StatusOr<std::string> bytes = SupervisorBytes(arch);
+    if (!bytes.ok()) return bytes.status();
+    auto image = std::make_shared<SupervisorImage>();
+    image->sha256 = protocol::Sha256Hex(*bytes);
+    image->bytes = *std::move(bytes);
+    return std::shared_ptr<const SupervisorImage>(std::move(image));
+  };
+  Result loaded = co_await internal::RunOffLoop<Result>(std::move(load));
+  if (!loaded.ok()) co_return loaded.status();
+  std::lock_guard<std::mutex> lock(mu);
+  co_return cache->emplace(key, *loaded).first->second;  // (a concurrent first load may have won)
+}
+
+boost::asio::awaitable<absl::StatusOr<std::string>> InstallSupervisor(Transport& transport,
+                                                                      const SandboxInfo& info) {
+  absl::StatusOr<std::shared_ptr<const SupervisorImage>> bin = co_await LoadSupervisor(info.arch);
+  if (!bin.ok()) co_return bin.status();
+  const std::string remote = InstallPathForHash(info, (*bin)->sha256);
+  absl::Status st = co_await transport.PutFile(remote, (*bin)->bytes, 0700);
   if (!st.ok()) co_return st;
   co_return remote;
 }

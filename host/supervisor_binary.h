@@ -4,6 +4,7 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -23,6 +24,17 @@ absl::StatusOr<std::string> SupervisorBytes(const std::string& arch);
 // Where the supervisor with these bytes is installed inside a sandbox:
 // <bin_dir>/tether-supervisor-<version>-<arch>-<sha256 prefix>.
 std::string SupervisorInstallPath(const SandboxInfo& info, std::string_view bytes);
+
+// A supervisor binary in memory with its sha256 (hex).
+struct SupervisorImage {
+  std::string bytes, sha256;
+};
+
+// The bytes of tether-supervisor-<arch> (SupervisorBytes) and their hash,
+// read and hashed once per process on a helper thread, never on the
+// caller's event loop; later calls share the cached image.
+boost::asio::awaitable<absl::StatusOr<std::shared_ptr<const SupervisorImage>>> LoadSupervisor(
+    const std::string& arch);
 
 // Installs the supervisor for info.arch into info.bin_dir; returns its path
 // inside the sandbox.

@@ -12,6 +12,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,6 +24,20 @@
 namespace tether {
 
 // One command running in the sandbox; its stdio as byte streams.
+//
+// The contract Process and Session rely on (and test doubles must keep):
+// - At most one ReadSome and one Write are pending at a time.
+// - Cancellation: ReadSome and Write honour Asio's per-operation
+//   cancellation (the terminal type, which `op || timer` emits) by
+//   completing promptly with an error. A cancelled ReadSome returns no
+//   bytes and must not have consumed any; a cancelled Write may have sent a
+//   prefix, so the caller treats the channel as failed and closes it.
+// - Close() always works: it never blocks, is idempotent, and makes every
+//   pending ReadSome and Write complete promptly with an error. A native
+//   channel that cannot cancel an operation (a blocking SDK call) must still
+//   end it on Close(): the deadlines of Process close the channel when they
+//   pass, so such a channel cannot hold them (tests/host/channel_contract_test.cc).
+// - Nothing here throws; errors are Status values.
 class Channel {
  public:
   virtual ~Channel() = default;
@@ -35,6 +50,19 @@ class Channel {
   // Abandons the command: stops I/O and releases local resources. The
   // supervisor's daemon survives; only this channel's bridge goes away.
   virtual void Close() = 0;
+  // Closes gracefully where the native channel has a closing handshake (a
+  // WebSocket close frame): completes when it is done or has failed, within
+  // a bounded time of its own, and at once (as Close()) when cancelled.
+  // Afterwards the channel is closed as by Close(). Default: Close().
+  virtual boost::asio::awaitable<void> AsyncClose() {
+    Close();
+    co_return;
+  }
+  // The remote command's exit status (its code, or 128 + signal) once the
+  // native channel has reported one, typically after ReadSome() returned
+  // EOF; nullopt while unknown, and always for channels whose native API
+  // reports none (the default). Never a guess.
+  virtual std::optional<int> exit_code() const { return std::nullopt; }
   // The last few KiB the command wrote to stderr, for error messages.
   virtual std::string Diagnostics() const = 0;
 };

@@ -3,36 +3,27 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <termios.h>
 #include <unistd.h>
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <deque>
-#include <functional>
 #include <memory>
 #include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "host/cli/stdio.h"
-#include "host/command_transport.h"
-#include "host/conformance.h"
+#include "absl/strings/str_split.h"
+#include "host/cli/interact.h"
+#include "host/cli/signals.h"
+#include "host/conformance/conformance.h"
 #include "host/errors.h"
-#include "host/internal/condition.h"
-#include "host/local_transport.h"
 #include "host/process.h"
+#include "host/providers.h"
 #include "host/reference.h"
 
 namespace tether::cli {
@@ -40,59 +31,8 @@ namespace tether::cli {
 namespace asio = boost::asio;
 
 namespace {
-bool g_stdout_was_closed = false;
-}  // namespace
 
-void PrepareStdio() {
-  // A closed 0, 1 or 2 would be taken by the next descriptor we open (the
-  // event loop's own eventfd, a socket) and read from or written to as if it
-  // were our stdio. /dev/null takes its place first.
-  for (int fd = 0; fd <= 2; ++fd) {
-    if (::fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
-    if (fd == 1) g_stdout_was_closed = true;
-    const int null = ::open("/dev/null", O_RDWR | O_NOCTTY);
-    if (null < 0) std::_Exit(kExitTetherFailure);  // cannot even hold our own stdio
-    if (null != fd) {
-      ::dup2(null, fd);
-      ::close(null);
-    }
-  }
-}
-
-bool StdoutWasClosed() { return g_stdout_was_closed; }
-
-namespace {
-sigset_t JobSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGHUP);
-  return set;
-}
-}  // namespace
-
-void BlockJobSignals() {
-  const sigset_t set = JobSignals();
-  ::sigprocmask(SIG_BLOCK, &set, nullptr);
-}
-
-namespace {
-
-constexpr unsigned kTerminateGraceMs = 2000;     // when our own output has gone away
 constexpr unsigned kDefaultKillGraceMs = 5000;   // `tether kill` without --grace
-constexpr std::size_t kMaxPendingSignals = 64;   // queued for the child; more are coalesced
-
-void PrintError(const absl::Status& st) {
-  std::fprintf(stderr, "tether: %s\n", std::string(st.message()).c_str());
-}
-
-int ExitForError(const absl::Status& st) {
-  if (absl::IsNotFound(st)) return kExitNotFound;
-  if (absl::IsPermissionDenied(st)) return kExitCannotExecute;
-  if (absl::IsInvalidArgument(st)) return kExitUsage;
-  return kExitTetherFailure;
-}
 
 std::string SignalName(int sig) {
   switch (sig) {
@@ -101,240 +41,6 @@ std::string SignalName(int sig) {
     case SIGHUP: return "SIGHUP";
     default: return absl::StrCat("signal ", sig);
   }
-}
-
-// Our own terminal's size, if stdin or stdout is one.
-std::optional<std::pair<unsigned, unsigned>> OwnTerminalSize() {
-  struct winsize ws {};
-  for (int fd : {0, 1, 2}) {
-    if (::ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 && ws.ws_row > 0) {
-      return std::make_pair(static_cast<unsigned>(ws.ws_col), static_cast<unsigned>(ws.ws_row));
-    }
-  }
-  return std::nullopt;
-}
-
-// Puts our stdin terminal (if it is one) in raw mode for the lifetime of the
-// object, so keys reach the remote terminal's line discipline untouched.
-class RawTerminal {
- public:
-  RawTerminal() {
-    if (::isatty(0) && ::tcgetattr(0, &saved_) == 0) {
-      struct termios raw = saved_;
-      ::cfmakeraw(&raw);
-      active_ = ::tcsetattr(0, TCSAFLUSH, &raw) == 0;
-    }
-  }
-  ~RawTerminal() {
-    if (active_) ::tcsetattr(0, TCSAFLUSH, &saved_);
-  }
-
- private:
-  struct termios saved_ {};
-  bool active_ = false;
-};
-
-}  // namespace
-
-// The CLI's signals, installed before the transport exists and kept until
-// the event loop ends, so SIGINT, SIGTERM and SIGHUP never take their
-// default action (which would kill tether and leave a child nobody can
-// reach). During setup a signal cancels the start (a cancellation marker
-// stops a delayed launch); afterwards signals are queued and one forwarder
-// coroutine, joined before the process handle goes away, sends them to the
-// child's process group. Handlers never hold a reference to a Process.
-class CliSignals {
- public:
-  explicit CliSignals(const asio::any_io_executor& ex)
-      : set_(ex, SIGINT, SIGTERM, SIGHUP), winch_(ex, SIGWINCH), cond_(ex) {
-    Arm();
-    ArmWinch();
-  }
-
-  // Bind to the setup call: a signal during setup cancels it.
-  asio::cancellation_slot setup_slot() { return setup_cancel_.slot(); }
-  // Setup is over: later signals are for the child. One that raced with the
-  // end of setup is queued for it.
-  void EndSetup() {
-    if (!in_setup_) return;
-    in_setup_ = false;
-    if (setup_signal_ != 0) Push(setup_signal_);
-  }
-  int setup_signal() const { return setup_signal_; }
-
-  // Sends queued signals (and, with a pty, our terminal size changes) to `p`
-  // until Stop... is requested; returns once it has stopped.
-  asio::awaitable<void> Forward(Process& p) {
-    while (!forward_stop_) {
-      if (!pending_.empty()) {
-        const int sig = pending_.front();
-        pending_.pop_front();
-        co_await p.Signal(sig);
-        continue;
-      }
-      if (winched_) {
-        winched_ = false;
-        if (p.has_pty()) {
-          if (auto size = OwnTerminalSize()) co_await p.Resize(size->first, size->second);
-        }
-        continue;
-      }
-      co_await cond_.Wait();
-    }
-    forward_stop_ = false;
-  }
-  void StopForwarding() {
-    forward_stop_ = true;
-    cond_.NotifyAll();
-  }
-  // The loop is done: stop listening (io_context::run can then return).
-  void Stop() {
-    stopped_ = true;
-    boost::system::error_code ec;
-    set_.cancel(ec);
-    winch_.cancel(ec);
-    cond_.NotifyAll();
-  }
-
- private:
-  void Arm() {
-    set_.async_wait([this](boost::system::error_code ec, int sig) {
-      if (ec || stopped_) return;
-      if (in_setup_) {
-        if (setup_signal_ == 0) setup_signal_ = sig;
-        setup_cancel_.emit(asio::cancellation_type::terminal);
-      } else {
-        Push(sig);
-      }
-      Arm();
-    });
-  }
-  void ArmWinch() {
-    winch_.async_wait([this](boost::system::error_code ec, int) {
-      if (ec || stopped_) return;
-      winched_ = true;
-      cond_.NotifyAll();
-      ArmWinch();
-    });
-  }
-  void Push(int sig) {
-    // A burst of the same signal is one signal, as the kernel's own pending
-    // set would make it; the queue stays bounded.
-    if (!pending_.empty() && pending_.back() == sig) return;
-    if (pending_.size() >= kMaxPendingSignals) return;
-    pending_.push_back(sig);
-    cond_.NotifyAll();
-  }
-
-  asio::signal_set set_;
-  asio::signal_set winch_;
-  internal::Condition cond_;
-  asio::cancellation_signal setup_cancel_;
-  std::deque<int> pending_;
-  bool in_setup_ = true;
-  int setup_signal_ = 0;
-  bool winched_ = false;
-  bool forward_stop_ = false;
-  bool stopped_ = false;
-};
-
-namespace {
-
-asio::awaitable<void> PumpStdin(Process& p, AsyncFd& in) {
-  std::unique_ptr<char[]> buf(new char[kMaxWriteBytes]);
-  while (true) {
-    absl::StatusOr<std::size_t> n = co_await in.ReadSome({buf.get(), kMaxWriteBytes});
-    if (!n.ok() || *n == 0) break;
-    if (!(co_await p.Write(std::string_view(buf.get(), *n))).ok()) co_return;  // input closed
-  }
-  co_await p.CloseStdin();
-}
-
-// Who the CLI is to the process it shows.
-enum class Role {
-  kOwner,     // `run`: the job lives for this terminal; a dead stdout ends it
-  kObserver,  // `attach`, `wait`: a dead stdout only ends the observation
-};
-
-// Connects the CLI's stdio to `p` until the exit; returns the CLI status.
-asio::awaitable<int> Interact(Process& p, bool forward_stdin, Role role, CliSignals& signals) {
-  auto ex = co_await asio::this_coro::executor;
-  std::optional<RawTerminal> raw;
-  if (p.has_pty()) raw.emplace();
-  AsyncFd in(ex, 0), out(ex, 1), err(ex, 2);
-  // PumpStdin and the signal forwarder borrow `p` (and `in`): both are
-  // joined before this returns.
-  int running = 0;
-  asio::steady_timer joined(ex, asio::steady_timer::time_point::max());
-  const auto on_done = [&](std::exception_ptr e) {
-    if (e) std::rethrow_exception(e);
-    --running;
-    joined.cancel();
-  };
-  if (forward_stdin) {
-    ++running;
-    asio::co_spawn(ex, PumpStdin(p, in), on_done);
-  }
-  ++running;
-  asio::co_spawn(ex, signals.Forward(p), on_done);
-
-  if (p.output_gap()) std::fputs("tether: output was lost while nobody was attached\n", stderr);
-  bool stdout_gone = false, stderr_gone = false;
-  int stdout_errno = 0;
-  bool detached = false;
-  while (true) {
-    absl::StatusOr<std::optional<OutputChunk>> chunk = co_await p.Read();
-    if (!chunk.ok()) {
-      PrintError(chunk.status());
-      break;
-    }
-    if (!*chunk) break;
-    const bool is_err = (*chunk)->stream == StreamId::kStderr;
-    if (is_err ? stderr_gone : stdout_gone) continue;
-    AsyncFd& dst = is_err ? err : out;
-    if ((co_await dst.WriteAll((*chunk)->bytes)).ok()) continue;
-    if (is_err) {
-      stderr_gone = true;  // nowhere left to say anything; stdout goes on
-      continue;
-    }
-    stdout_gone = true;
-    stdout_errno = out.error();
-    if (role == Role::kObserver) {
-      // Only this observation ends: the job keeps running, and its unread
-      // output stays with the supervisor for the next reader.
-      if (stdout_errno != EPIPE) {
-        std::fprintf(stderr, "tether: writing stdout failed: %s; detached, the process keeps running\n",
-                     std::strerror(stdout_errno));
-      }
-      co_await p.Disconnect();
-      detached = true;
-      break;
-    }
-    // `run`: nobody can ever read this job's output again, so it ends.
-    // Its stderr is still forwarded.
-    std::fprintf(stderr, "tether: %s; terminating the process (its stderr is still forwarded)\n",
-                 stdout_errno == EPIPE ? "stdout was closed by its reader"
-                                       : absl::StrCat("writing stdout failed: ", std::strerror(stdout_errno)).c_str());
-    co_await p.Terminate(kTerminateGraceMs);
-  }
-  int code = kExitTetherFailure;
-  if (!detached) {
-    absl::StatusOr<ExitStatus> exit = co_await p.Wait();
-    if (!exit.ok()) {
-      PrintError(exit.status());
-    } else {
-      code = exit->ShellStatus();
-      if (exit->output_cut) {
-        std::fputs("tether: background processes kept the output open after the command exited; "
-                   "their later output was not collected\n", stderr);
-      }
-    }
-  }
-  if (stdout_gone) code = stdout_errno == EPIPE ? kExitStdoutClosed : kExitTetherFailure;
-  signals.StopForwarding();
-  in.Cancel();
-  while (running > 0) co_await joined.async_wait(asio::as_tuple(asio::use_awaitable));
-  co_return code;
 }
 
 constexpr std::size_t kCliOutputWindowBytes = 1 << 20;
@@ -362,58 +68,6 @@ StartOptions ToStartOptions(const RunArgs& args) {
     opts.pty = size;
   }
   return opts;
-}
-
-absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(asio::any_io_executor ex, const ProviderArgs& p) {
-  if (p.provider == "local") return MakeLocalTransport(std::move(ex));
-  CommandOptions o;
-  o.prefix = p.prefix;
-  o.arch = p.arch;
-  o.emulator = p.emulator;
-  o.tunnel = p.tunnel == "text" ? TunnelMode::kText : p.tunnel == "exchange" ? TunnelMode::kExchange : TunnelMode::kBinary;
-  if (::isatty(2)) {
-    // Long uploads (slow channels) show their progress.
-    o.upload_progress = [](std::size_t done, std::size_t total) {
-      std::fprintf(stderr, "\rtether: uploading the supervisor: %zu%%", total ? done * 100 / total : 100);
-      if (done == total) std::fputs("\r\033[K", stderr);
-    };
-  }
-  return MakeCommandTransport(std::move(ex), std::move(o));
-}
-
-// Runs `body` on a fresh io_context with the chosen transport and returns its
-// status. The loop ends when every handle has finished in the background
-// (exit acknowledgements delivered).
-int RunLoop(const ProviderArgs& provider,
-            std::function<asio::awaitable<int>(Transport&, CliSignals&)> body) {
-  ::signal(SIGPIPE, SIG_IGN);
-  asio::io_context io(1);
-  // First of all: from here on a signal never kills tether. Signals that
-  // arrived earlier were held pending (BlockJobSignals) and come now.
-  CliSignals signals(io.get_executor());
-  const sigset_t job_signals = JobSignals();
-  ::sigprocmask(SIG_UNBLOCK, &job_signals, nullptr);
-  // And to the end: before the handlers go (Asio then restores the default
-  // action) the signals are blocked again, and stay pending until we exit.
-  struct Reblock {
-    sigset_t set;
-    ~Reblock() { ::sigprocmask(SIG_BLOCK, &set, nullptr); }
-  } reblock{job_signals};
-  // The transport outlives the loop: handles finish in the background
-  // (exit acknowledgements), and some channels poll through it.
-  absl::StatusOr<std::unique_ptr<Transport>> transport = MakeTransport(io.get_executor(), provider);
-  if (!transport.ok()) {
-    PrintError(transport.status());
-    return kExitTetherFailure;
-  }
-  int exit_code = kExitTetherFailure;
-  asio::co_spawn(io, body(**transport, signals), [&](std::exception_ptr e, int code) {
-    signals.Stop();
-    if (e) std::rethrow_exception(e);
-    exit_code = code;
-  });
-  io.run();
-  return exit_code;
 }
 
 // A reference given as JSON, @FILE or - (stdin), read up to the limit plus
@@ -469,81 +123,45 @@ absl::StatusOr<int> ParseSignal(const std::string& s) { return SignalNumber(s); 
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::string>> SplitWords(std::string_view line) {
-  std::vector<std::string> words;
-  std::string cur;
-  bool in_word = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (c == ' ' || c == '\t' || c == '\n') {
-      if (in_word) words.push_back(std::move(cur));
-      cur.clear();
-      in_word = false;
-    } else if (c == '\'') {
-      const std::size_t end = line.find('\'', i + 1);
-      if (end == std::string_view::npos) return absl::InvalidArgumentError("unterminated ' in --prefix");
-      cur.append(line.substr(i + 1, end - i - 1));
-      i = end;
-      in_word = true;
-    } else if (c == '"') {
-      ++i;
-      for (; i < line.size() && line[i] != '"'; ++i) {
-        if (line[i] == '\\' && i + 1 < line.size()) ++i;
-        cur.push_back(line[i]);
+const char* Usage() {
+  static const std::string text = [] {
+    std::string providers;
+    for (const ProviderInfo& p : Providers()) {
+      absl::StrAppend(&providers, "  --provider ", std::string(p.name), p.name == "local" ? "  (the default)" : "", "\n");
+      const std::vector<std::string> lines = absl::StrSplit(std::string(p.help), '\n');
+      for (const std::string& line : lines) absl::StrAppend(&providers, "        ", line, "\n");
+      for (const ProviderOption& o : p.options) {
+        absl::StrAppend(&providers, "    ", std::string(o.flag), " VALUE: ", std::string(o.help), "\n");
       }
-      if (i >= line.size()) return absl::InvalidArgumentError("unterminated \" in --prefix");
-      in_word = true;
-    } else if (c == '\\' && i + 1 < line.size()) {
-      cur.push_back(line[++i]);
-      in_word = true;
-    } else {
-      cur.push_back(c);
-      in_word = true;
     }
-  }
-  if (in_word) words.push_back(std::move(cur));
-  return words;
+    std::string t = kUsageTemplate;
+    t.replace(t.find("%PROVIDERS%"), std::string_view("%PROVIDERS%").size(), providers);
+    return t;
+  }();
+  return text.c_str();
 }
+
+absl::StatusOr<std::vector<std::string>> SplitWords(std::string_view line) { return SplitShellWords(line); }
 
 absl::StatusOr<bool> ParseProviderOption(const std::vector<std::string>& args, std::size_t* i,
                                          ProviderArgs* out) {
   const std::string& a = args[*i];
-  if (a != "--provider" && a != "--prefix" && a != "--arch" && a != "--emulator" && a != "--tunnel") return false;
+  if (a != "--provider" && !IsProviderFlag(a)) return false;
   if (*i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
   const std::string& v = args[++*i];
   if (a == "--provider") {
-    if (v != "local" && v != "command") {
-      return absl::InvalidArgumentError(absl::StrCat("unknown provider '", v, "' (available: local, command)"));
-    }
+    if (absl::StatusOr<const ProviderInfo*> info = FindProvider(v); !info.ok()) return info.status();
     out->provider = v;
-  } else if (a == "--prefix") {
-    absl::StatusOr<std::vector<std::string>> words = SplitWords(v);
-    if (!words.ok()) return words.status();
-    out->prefix = *std::move(words);
-  } else if (a == "--arch") {
-    out->arch = v;
-  } else if (a == "--tunnel") {
-    if (v != "binary" && v != "text" && v != "exchange") {
-      return absl::InvalidArgumentError("--tunnel is binary, text or exchange");
-    }
-    out->tunnel = v;
   } else {
-    out->emulator = v;
+    out->flags.emplace_back(a, v);
   }
   return true;
 }
 
 absl::Status CheckProviderArgs(const ProviderArgs& p) {
-  if (p.provider == "command" && p.prefix.empty()) {
-    return absl::InvalidArgumentError("--provider command needs --prefix 'CMD...' (e.g. 'ssh -T host')");
-  }
-  if (p.provider == "local" && (!p.prefix.empty() || !p.arch.empty() || !p.emulator.empty() || p.tunnel != "binary")) {
-    return absl::InvalidArgumentError("--prefix, --arch, --emulator and --tunnel are for --provider command");
-  }
-  if (!p.arch.empty() && p.arch != "x86_64" && p.arch != "aarch64") {
-    return absl::InvalidArgumentError(absl::StrCat("--arch must be x86_64 or aarch64, not '", p.arch, "'"));
-  }
-  return absl::OkStatus();
+  absl::StatusOr<const ProviderInfo*> info = FindProvider(p.provider);
+  if (!info.ok()) return info.status();
+  return ParseProviderFlags(**info, p.flags).status();
 }
 
 absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
@@ -562,7 +180,8 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
     absl::StatusOr<bool> provider = ParseProviderOption(args, &i, &r.provider);
     if (!provider.ok()) return provider.status();
     if (*provider) {
-      continue;    } else if (a == "--cwd") {
+      continue;
+    } else if (a == "--cwd") {
       absl::StatusOr<std::string> v = value(a);
       if (!v.ok()) return v.status();
       r.cwd = *v;
@@ -608,7 +227,7 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
   if ((r.cols || r.rows) && !r.pty) return absl::InvalidArgumentError("--cols and --rows need --pty");
   if (absl::Status st = CheckProviderArgs(r.provider); !st.ok()) return st;
   if (!r.cwd.empty() && r.cwd[0] != '/') {
-    if (r.provider.provider != "local") {
+    if (!(*FindProvider(r.provider.provider))->same_machine) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--cwd '", r.cwd, "' is relative; with --provider ", r.provider.provider,
           " give an absolute path inside the sandbox"));
@@ -715,7 +334,7 @@ int StartCommand(const RunArgs& args) {
 
 // Prints "tether COMMAND: why" and the usage; returns kExitUsage.
 int UsageError(const std::string& command, const absl::Status& why) {
-  std::fprintf(stderr, "tether %s: %s\n%s", command.c_str(), std::string(why.message()).c_str(), kUsage);
+  std::fprintf(stderr, "tether %s: %s\n%s", command.c_str(), std::string(why.message()).c_str(), Usage());
   return kExitUsage;
 }
 
@@ -739,12 +358,12 @@ int ReferenceCommand(const std::string& command, const std::vector<std::string>&
   unsigned grace_ms = kDefaultKillGraceMs;
   if (kill && args.size() == 3 && args[1] == "--grace") {
     if (!absl::SimpleAtoi(args[2], &grace_ms)) {
-      std::fprintf(stderr, "tether kill: --grace wants milliseconds, got '%s'\n%s", args[2].c_str(), kUsage);
+      std::fprintf(stderr, "tether kill: --grace wants milliseconds, got '%s'\n%s", args[2].c_str(), Usage());
       return kExitUsage;
     }
   } else if (args.size() != want) {
     std::fprintf(stderr, "tether %s: expected %s\n%s", command.c_str(),
-                 want == 2 ? "REF SIGNAL" : "REF", kUsage);
+                 want == 2 ? "REF SIGNAL" : "REF", Usage());
     return kExitUsage;
   }
   int sig = 0;
@@ -840,7 +459,7 @@ int ConformanceCommand(const std::vector<std::string>& args) {
       options.only = args[++i];
       continue;
     }
-    std::fprintf(stderr, "tether conformance: unknown argument '%s'\n%s", args[i].c_str(), kUsage);
+    std::fprintf(stderr, "tether conformance: unknown argument '%s'\n%s", args[i].c_str(), Usage());
     return kExitUsage;
   }
   if (absl::Status st = CheckProviderArgs(provider); !st.ok()) {

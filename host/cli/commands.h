@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "host/providers.h"
 
 namespace tether::cli {
 
@@ -34,20 +35,18 @@ void BlockJobSignals();
 // True when fd 1 was closed when tether started.
 bool StdoutWasClosed();
 
-// Which sandbox: the local provider, or the command provider through a
-// native channel command (see host/command_transport.h).
+// Which sandbox: a registered provider (host/providers.h) and its options.
 struct ProviderArgs {
   std::string provider = "local";
-  std::vector<std::string> prefix;  // --prefix 'ssh -T host' (split like a shell)
-  std::string arch, emulator;       // --arch, --emulator
-  std::string tunnel = "binary";    // --tunnel binary|text|exchange
+  ProviderFlags flags;  // --prefix 'ssh -T host', --arch, ... as given
 };
 
-// Consumes a provider option at args[*i] (advancing *i past its value).
-// False when args[*i] is not one; kInvalidArgument for a bad one.
+// Consumes a provider option at args[*i] (advancing *i past its value):
+// --provider NAME or a flag some provider takes. False when args[*i] is not
+// one; kInvalidArgument for a bad one (an unknown provider lists the known).
 absl::StatusOr<bool> ParseProviderOption(const std::vector<std::string>& args, std::size_t* i,
                                          ProviderArgs* out);
-// Checks a complete set of provider options.
+// Checks a complete set of provider options with the provider's parser.
 absl::Status CheckProviderArgs(const ProviderArgs& p);
 
 // Splits a command line into words: whitespace separates, '...' and "..."
@@ -78,7 +77,8 @@ int ReferenceCommand(const std::string& command, const std::vector<std::string>&
 // conformance [provider options] [--only SUBSTRING]
 int ConformanceCommand(const std::vector<std::string>& args);
 
-inline constexpr char kUsage[] =
+// The usage text with %PROVIDERS% in place of the providers; see Usage().
+inline constexpr char kUsageTemplate[] =
     "usage: tether <command> [options]\n"
     "\n"
     "  run   [PROVIDER] [--cwd DIR] [--env NAME=VALUE]... [--clean-env] [--no-stdin]\n"
@@ -122,23 +122,14 @@ inline constexpr char kUsage[] =
     "  version             print the tether and protocol versions\n"
     "\n"
     "PROVIDER (before REF for the reference commands):\n"
-    "  --provider local    this machine (the default); its private directory is\n"
-    "        $TETHER_LOCAL_ROOT, else $XDG_RUNTIME_DIR/tether-local, else\n"
-    "        $TMPDIR/tether-local-UID (absolute TMPDIR only), else\n"
-    "        /tmp/tether-local-UID\n"
-    "  --provider command --prefix 'CMD...'\n"
-    "        any command that runs a shell command line inside the sandbox with\n"
-    "        stdio connected, e.g. 'ssh -T host', 'docker exec -i CTR sh -c',\n"
-    "        'kubectl exec -i POD -- sh -c'\n"
-    "  --arch x86_64|aarch64 --emulator PROG   (command) skip detection and run\n"
-    "        the supervisor under PROG, e.g. qemu-aarch64\n"
-    "  --tunnel binary|text|exchange   (command) text: the channel carries only\n"
-    "        text lines; frames go as armored lines and a failed channel is\n"
-    "        reattached. exchange: only one-shot commands; tether polls a relay\n"
+    "%PROVIDERS%"
     "\n"
     "Exit statuses of tether itself: 2 bad usage, 125 tether could not do its\n"
     "part (setup, resources, a lost connection), 126/127 the command could not\n"
     "be executed / was not found (and 127: the process is gone), 141 stdout\n"
     "closed; otherwise the child's own status.\n";
+
+// The usage text, the providers' section made from the registry.
+const char* Usage();
 
 }  // namespace tether::cli

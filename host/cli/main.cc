@@ -13,7 +13,7 @@ int Main(int argc, char** argv) {
   namespace cli = tether::cli;
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
-    std::fputs(cli::kUsage, args.empty() ? stderr : stdout);
+    std::fputs(cli::Usage(), args.empty() ? stderr : stdout);
     return args.empty() ? cli::kExitUsage : 0;
   }
   const std::string cmd = args[0];
@@ -26,7 +26,7 @@ int Main(int argc, char** argv) {
     absl::StatusOr<cli::RunArgs> run = cli::ParseRunArgs(rest);
     if (!run.ok()) {
       std::fprintf(stderr, "tether %s: %s\n%s", cmd.c_str(), std::string(run.status().message()).c_str(),
-                   cli::kUsage);
+                   cli::Usage());
       return cli::kExitUsage;
     }
     return cmd == "run" ? cli::RunCommand(*run) : cli::StartCommand(*run);
@@ -35,7 +35,7 @@ int Main(int argc, char** argv) {
     return cli::ReferenceCommand(cmd, rest);
   }
   if (cmd == "conformance") return cli::ConformanceCommand(rest);
-  std::fprintf(stderr, "tether: unknown command '%s'\n%s", cmd.c_str(), cli::kUsage);
+  std::fprintf(stderr, "tether: unknown command '%s'\n%s", cmd.c_str(), cli::Usage());
   return cli::kExitUsage;
 }
 

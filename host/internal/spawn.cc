@@ -17,7 +17,11 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 
@@ -29,6 +33,47 @@ namespace {
 namespace asio = boost::asio;
 constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t kDiagnosticsBytes = 4096;
+
+// One helper thread waits for the commands whose channels were closed while
+// they still ran (after their SIGKILL), so that Close() never blocks and no
+// zombie is left. Its state is never destroyed (it may outlive main()).
+struct Reaper {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<pid_t> pids;
+  bool started = false;
+};
+
+void ReapInBackground(pid_t pid) {
+  static Reaper* const r = new Reaper;
+  std::lock_guard<std::mutex> lock(r->mu);
+  r->pids.push_back(pid);
+  r->cv.notify_one();
+  if (r->started) return;
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);  // signals are the application's
+  try {
+    std::thread([] {
+      while (true) {
+        pid_t next;
+        {
+          std::unique_lock<std::mutex> l(r->mu);
+          r->cv.wait(l, [] { return !r->pids.empty(); });
+          next = r->pids.front();
+          r->pids.pop_front();
+        }
+        int st;
+        while (::waitpid(next, &st, 0) < 0 && errno == EINTR) {
+        }
+      }
+    }).detach();
+    r->started = true;
+  } catch (const std::system_error&) {
+    // No thread: the next close tries again; until then it stays a zombie.
+  }
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
 
 class LocalChannel final : public Channel {
  public:
@@ -68,18 +113,22 @@ class LocalChannel final : public Channel {
     boost::system::error_code ec;
     io_.close(ec);
     err_->fd.close(ec);
-    if (pid_ > 0) {
-      int st;
-      if (::waitpid(pid_, &st, WNOHANG) == 0) {
-        // The bridge holds no state; the daemon it relays for is unaffected.
-        ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, &st, 0);
-      }
+    if (pid_ > 0 && !TryReap()) {
+      // The bridge holds no state; the daemon it relays for is unaffected.
+      // Never waited for here: a process the kernel is slow to tear down
+      // (or one stuck in an uninterruptible call) must not stall the loop.
+      ::kill(pid_, SIGKILL);
+      ReapInBackground(pid_);
       pid_ = -1;
     }
   }
 
   std::string Diagnostics() const override { return err_->diag; }
+
+  std::optional<int> exit_code() const override {
+    if (!exit_code_ && pid_ > 0) TryReap();
+    return exit_code_;
+  }
 
  private:
   // Shared with the draining coroutine, which may outlive the channel.
@@ -101,7 +150,19 @@ class LocalChannel final : public Channel {
     }
   }
 
-  pid_t pid_;
+  // Reaps the command if it has exited (never waits) and records its
+  // status; false while it runs. (Reaped by someone else: gone, no status.)
+  bool TryReap() const {
+    int st = 0;
+    const pid_t r = ::waitpid(pid_, &st, WNOHANG);
+    if (r == 0) return false;
+    if (r == pid_) exit_code_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    pid_ = -1;
+    return true;
+  }
+
+  mutable pid_t pid_;  // -1 once reaped (or for a connection)
+  mutable std::optional<int> exit_code_;
   asio::local::stream_protocol::socket io_;
   bool write_closed_ = false;
   std::shared_ptr<Stderr> err_;

@@ -371,6 +371,38 @@ expect_status "an unknown signal name is a usage error" 2 signal4
 run badref status '{"tether_process":1}'
 expect_status "a malformed reference is a usage error" 2 badref
 
+# ------------------------------------------- shared stdio stays blocking
+
+# tether's stdin and stdout are open file descriptions it shares with the
+# shell and its siblings (here: the writer `sleep`, the reader `cat`). Their
+# flags must never change, O_NONBLOCK least of all: a sibling would then see
+# EAGAIN. Checked in /proc/PID/fdinfo while `run` is forwarding both.
+nonblock_flags() {  # FD PID: "set" if the description has O_NONBLOCK (04000)
+  local flags
+  flags=$(awk '/^flags:/ {print $2}' "/proc/$2/fdinfo/$1" 2>/dev/null) || return 1
+  [[ -n $flags ]] || return 1
+  if (( (8#$flags & 8#4000) != 0 )); then echo set; else echo clear; fi
+}
+: >"$WORK/nb.out"
+{
+  "$TETHER" run -- sh -c 'echo ready; sleep 3' <&0 2>"$WORK/nb.err" &
+  tpid=$!
+  for _ in $(seq 1 100); do
+    grep -q ready "$WORK/nb.out" 2>/dev/null && break
+    sleep 0.1
+  done
+  sleep 0.3  # (stdin's reader is running by now too)
+  echo "$(nonblock_flags 0 "$tpid") $(nonblock_flags 1 "$tpid") $(nonblock_flags 0 self)" >"$WORK/nb.flags"
+  wait "$tpid" || true
+} < <(sleep 5) | cat >"$WORK/nb.out"
+if grep -q ready "$WORK/nb.out" && [[ $(cat "$WORK/nb.flags") == "clear clear clear" ]]; then
+  pass "while run forwards a shared stdin pipe and stdout pipe, neither gets O_NONBLOCK"
+else
+  fail "while run forwards a shared stdin pipe and stdout pipe, neither gets O_NONBLOCK" \
+    "stdin, stdout, sibling's stdin: $(cat "$WORK/nb.flags" 2>/dev/null)" "output: $(head -c 200 "$WORK/nb.out")" \
+    "stderr: $(head -c 300 "$WORK/nb.err")"
+fi
+
 # ----------------------------------------------------- nothing left behind
 
 leftovers() {

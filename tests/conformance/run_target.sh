@@ -43,6 +43,10 @@ case $target in
     ;;
   qemu)
     command -v qemu-aarch64 >/dev/null || skip "no qemu-aarch64"
+    # A build without the musl supervisors has only this machine's native one.
+    if [[ -n ${TETHER_SUPERVISOR_DIR:-} && ! -e $TETHER_SUPERVISOR_DIR/tether-supervisor-aarch64 ]]; then
+      skip "no tether-supervisor-aarch64 in $TETHER_SUPERVISOR_DIR (TETHER_MUSL_SUPERVISORS=OFF)"
+    fi
     TMPDIR=$work "$tether" conformance --provider command --prefix 'sh -c' \
       --arch aarch64 --emulator qemu-aarch64
     ;;

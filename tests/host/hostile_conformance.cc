@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <string>
 
-#include "host/conformance.h"
+#include "host/conformance/conformance.h"
 #include "host/local_transport.h"
 #include "tests/host/hostile_transport.h"
 

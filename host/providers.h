@@ -1,0 +1,78 @@
+// The provider registry: each provider's name, its options (flags that take
+// one value, as `--prefix 'ssh -T host'`), a parser that checks them, and a
+// factory that makes its Transport. The CLI (`--provider NAME`) and the
+// conformance runner iterate this list instead of naming providers.
+//
+//   const ProviderInfo* info = *FindProvider("command");
+//   ProviderFlags flags = {{"--prefix", "ssh -T host"}};
+//   absl::StatusOr<std::any> parsed = info->parse(flags);
+//   auto transport = info->make(io.get_executor(), *parsed, {});
+#pragma once
+
+#include <any>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+
+#include "absl/status/statusor.h"
+#include "host/transport.h"
+
+namespace tether {
+
+// Provider options as given: flag ("--prefix") and value, in order.
+using ProviderFlags = std::vector<std::pair<std::string, std::string>>;
+
+struct ProviderOption {
+  std::string_view flag;  // "--prefix"
+  std::string_view help;  // one line
+};
+
+// What a caller can hand every provider's factory.
+struct ProviderHooks {
+  // Called as a supervisor upload proceeds (bytes sent, total); may be empty.
+  std::function<void(std::size_t, std::size_t)> upload_progress;
+};
+
+struct ProviderInfo {
+  std::string_view name;  // "local", "command"
+  std::string_view help;  // a few lines for the usage text
+  std::vector<ProviderOption> options;
+  // The sandbox is this machine (a relative cwd means ours).
+  bool same_machine = false;
+  // Checks a complete set of this provider's options (only its own flags;
+  // see ParseProviderFlags) and returns them parsed for `make`.
+  std::function<absl::StatusOr<std::any>(const ProviderFlags&)> parse;
+  std::function<absl::StatusOr<std::unique_ptr<Transport>>(boost::asio::any_io_executor, const std::any&,
+                                                           const ProviderHooks&)>
+      make;
+};
+
+// Every registered provider, in a stable order ("local" first: the default).
+const std::vector<ProviderInfo>& Providers();
+
+// The provider called `name`; kInvalidArgument naming the known ones.
+absl::StatusOr<const ProviderInfo*> FindProvider(std::string_view name);
+
+// True when some provider takes `flag` ("--prefix").
+bool IsProviderFlag(std::string_view flag);
+
+// Checks `flags` against `info` (a flag of another provider is refused,
+// naming which one takes it) and parses them.
+absl::StatusOr<std::any> ParseProviderFlags(const ProviderInfo& info, const ProviderFlags& flags);
+
+// FindProvider + ParseProviderFlags + make.
+absl::StatusOr<std::unique_ptr<Transport>> MakeProviderTransport(boost::asio::any_io_executor ex,
+                                                                 std::string_view name,
+                                                                 const ProviderFlags& flags,
+                                                                 const ProviderHooks& hooks = {});
+
+// Splits a command line into words: whitespace separates, '...' and "..."
+// quote, backslash escapes (outside single quotes). (`--prefix`'s syntax.)
+absl::StatusOr<std::vector<std::string>> SplitShellWords(std::string_view line);
+
+}  // namespace tether

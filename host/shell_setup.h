@@ -1,0 +1,90 @@
+// Probe and supervisor upload for any provider whose sandbox runs a POSIX
+// shell: a pure probe script and its parser, and an upload that checks
+// sha256 inside the sandbox and installs atomically. Everything goes
+// through a ShellRunner ("run this script, this on its stdin, give me its
+// stdout"); ExecShellRunner() makes one from any Transport::Exec, and the
+// command provider passes its own. A transport overrides PutFile only
+// where it has a native file API; Probe can always be ShellProbe.
+//
+//   ShellRunner run = ExecShellRunner(transport);
+//   absl::StatusOr<SandboxInfo> info = co_await ShellProbe(run, "my sandbox", "");
+//   absl::Status st = co_await ShellPutFile(run, path, bytes, 0700, {});
+//
+// The sandbox needs sh, uname, id, mkdir, chmod, mv, cut, head and sha256sum
+// (coreutils or busybox); text tunnels also base64.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "host/transport.h"
+
+namespace tether {
+
+inline constexpr std::size_t kMaxScriptOutput = 64 * 1024;  // bytes a setup script may print
+inline constexpr std::size_t kMaxSandboxPath = 4096;         // PATH_MAX
+
+struct ScriptResult {
+  std::string out;                 // its stdout (at most kMaxScriptOutput)
+  std::string diag;                // the channel's stderr tail, for messages
+  std::optional<int> exit_code;    // where the channel reports it
+};
+
+// Runs `script` with sh in the sandbox, `input` on its stdin (then EOF).
+// (`input` is a view: the caller awaits the call.)
+using ShellRunner =
+    std::function<boost::asio::awaitable<absl::StatusOr<ScriptResult>>(std::string script, std::string_view input)>;
+
+// Writes `input` to a channel already running a script (in
+// 64 KiB pieces, reporting them to `progress`), sends EOF,
+// reads its stdout to the end (at most kMaxScriptOutput) and closes it.
+boost::asio::awaitable<absl::StatusOr<ScriptResult>> RunScriptOn(
+    Channel& channel, std::string_view input, const std::function<void(std::size_t, std::size_t)>& progress);
+
+// Runs scripts as transport.Exec({"/bin/sh", "-c", script}). `progress`
+// (may be empty) sees the input as it is sent. `transport` must outlive it.
+ShellRunner ExecShellRunner(Transport& transport,
+                            std::function<void(std::size_t, std::size_t)> progress = {});
+
+// The probe: makes the private root $TMPDIR/tether-<uid> (0700, ours, not a
+// symlink; /tmp when TMPDIR is unset or relative) with run/ and bin/, and
+// prints uname -m, the root and tether-probe-ok.
+std::string ProbeScript();
+
+// Parses the probe's output: kUnavailable when it failed or said anything
+// malformed (no marker, a relative or unclean root, control characters, an
+// architecture that is not a plain word). `arch` overrides the detected
+// one; arm64 and amd64 are named aarch64 and x86_64. `where` names the
+// sandbox in messages.
+absl::StatusOr<SandboxInfo> ParseProbeOutput(std::string_view out, std::string_view arch, std::string_view where);
+
+// ProbeScript through `run`, then ParseProbeOutput.
+boost::asio::awaitable<absl::StatusOr<SandboxInfo>> ShellProbe(const ShellRunner& run, std::string where,
+                                                               std::string arch);
+
+struct ShellUploadOptions {
+  // Binary: exact bytes on stdin. Text: small files as base64 lines on
+  // stdin (never in a command line: they may carry a secret), larger ones
+  // as base64 pieces in command lines (for channels that carry only text or
+  // only one-shot commands).
+  TunnelMode tunnel = TunnelMode::kBinary;
+  std::function<void(std::size_t, std::size_t)> progress;  // text pieces sent (bytes, total)
+  // path + "\n" + sha256 already verified in this sandbox; may be null.
+  std::set<std::string>* installed = nullptr;
+};
+
+// Installs `bytes` at `path` with `mode`, atomically and checked with
+// sha256 inside the sandbox; a file already there with that content is
+// left alone. A failed upload leaves no partial file.
+boost::asio::awaitable<absl::Status> ShellPutFile(const ShellRunner& run, std::string path, std::string_view bytes,
+                                                  int mode, ShellUploadOptions options);
+
+// Quotes `arg` for a POSIX shell: 'arg' with every ' as '\''.
+std::string ShellQuote(std::string_view arg);
+
+}  // namespace tether

@@ -1,0 +1,108 @@
+#include "host/providers.h"
+
+#include <doctest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "host/command_transport.h"
+#include "host/local_transport.h"
+
+namespace tether {
+namespace {
+
+TEST_CASE("an unknown provider is refused with the list of known ones") {
+  absl::StatusOr<const ProviderInfo*> p = FindProvider("nowhere");
+  REQUIRE(!p.ok());
+  CHECK(absl::IsInvalidArgument(p.status()));
+  const std::string msg(p.status().message());
+  for (const ProviderInfo& info : Providers()) {
+    CAPTURE(msg);
+    CHECK(msg.find(std::string(info.name)) != std::string::npos);
+  }
+}
+
+TEST_CASE("local and command are registered, local first, names unique") {
+  REQUIRE(Providers().size() >= 2);
+  CHECK(Providers()[0].name == "local");
+  CHECK(FindProvider("command").ok());
+  for (std::size_t i = 0; i < Providers().size(); ++i) {
+    const ProviderInfo& a = Providers()[i];
+    CHECK(!a.help.empty());
+    CHECK(a.parse);
+    CHECK(a.make);
+    for (std::size_t j = i + 1; j < Providers().size(); ++j) CHECK(a.name != Providers()[j].name);
+    for (const ProviderOption& o : a.options) {
+      CHECK(o.flag.substr(0, 2) == "--");
+      CHECK(IsProviderFlag(o.flag));
+    }
+  }
+  CHECK(!IsProviderFlag("--cwd"));
+}
+
+TEST_CASE("each registered provider parses its options") {
+  const ProviderInfo& local = **FindProvider("local");
+  CHECK(local.same_machine);
+  absl::StatusOr<std::any> l = ParseProviderFlags(local, {});
+  REQUIRE(l.ok());
+  CHECK(std::any_cast<LocalOptions>(&*l) != nullptr);
+
+  const ProviderInfo& command = **FindProvider("command");
+  CHECK(!command.same_machine);
+  const ProviderFlags flags = {{"--prefix", "ssh -T 'my host'"}, {"--arch", "aarch64"},
+                               {"--emulator", "qemu-aarch64"}, {"--tunnel", "text"}};
+  absl::StatusOr<std::any> c = ParseProviderFlags(command, flags);
+  REQUIRE(c.ok());
+  const CommandOptions* o = std::any_cast<CommandOptions>(&*c);
+  REQUIRE(o != nullptr);
+  CHECK(o->prefix == std::vector<std::string>{"ssh", "-T", "my host"});
+  CHECK(o->arch == "aarch64");
+  CHECK(o->emulator == "qemu-aarch64");
+  CHECK(o->tunnel == TunnelMode::kText);
+  absl::StatusOr<std::any> ex = ParseProviderFlags(command, {{"--prefix", "sh -c"}, {"--tunnel", "exchange"}});
+  REQUIRE(ex.ok());
+  CHECK(std::any_cast<CommandOptions>(&*ex)->tunnel == TunnelMode::kExchange);
+}
+
+TEST_CASE("bad provider options are refused, naming the reason") {
+  const ProviderInfo& local = **FindProvider("local");
+  const ProviderInfo& command = **FindProvider("command");
+  absl::StatusOr<std::any> st = ParseProviderFlags(local, {{"--prefix", "sh -c"}});
+  REQUIRE(!st.ok());
+  CHECK(std::string(st.status().message()).find("--provider command") != std::string::npos);
+  CHECK(!ParseProviderFlags(command, {}).ok());  // --prefix is required
+  CHECK(!ParseProviderFlags(command, {{"--prefix", "sh -c"}, {"--arch", "riscv64"}}).ok());
+  CHECK(!ParseProviderFlags(command, {{"--prefix", "sh -c"}, {"--tunnel", "carrier-pigeon"}}).ok());
+  CHECK(!ParseProviderFlags(command, {{"--prefix", "sh 'unterminated"}}).ok());
+  CHECK(!ParseProviderFlags(command, {{"--bogus", "x"}}).ok());
+}
+
+TEST_CASE("a registered provider makes its transport") {
+  char tmpl[] = "/tmp/tether-providers-test-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  ::setenv("TETHER_LOCAL_ROOT", tmpl, 1);
+  boost::asio::io_context io;
+  absl::StatusOr<std::unique_ptr<Transport>> local = MakeProviderTransport(io.get_executor(), "local", {});
+  REQUIRE(local.ok());
+  CHECK((*local)->name() == "local");
+  absl::StatusOr<std::unique_ptr<Transport>> command =
+      MakeProviderTransport(io.get_executor(), "command", {{"--prefix", "sh -c"}});
+  REQUIRE(command.ok());
+  CHECK((*command)->name() == "command");
+  CHECK((*command)->sandbox_id() == "sh -c");
+  CHECK(!MakeProviderTransport(io.get_executor(), "nowhere", {}).ok());
+  ::unsetenv("TETHER_LOCAL_ROOT");
+  std::error_code ec;
+  std::filesystem::remove_all(tmpl, ec);
+}
+
+TEST_CASE("SplitShellWords quotes like a shell") {
+  CHECK(*SplitShellWords("a  'b c' \"d\\\"e\" f\\ g") == std::vector<std::string>{"a", "b c", "d\"e", "f g"});
+  CHECK(SplitShellWords("").value().empty());
+  CHECK(!SplitShellWords("\"open").ok());
+}
+
+}  // namespace
+}  // namespace tether

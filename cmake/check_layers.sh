@@ -8,9 +8,9 @@
 #   supervisor/      protocol only: nothing from host/ or include/tether/
 #                    (except the generated tether/protocol/)
 #   host/core/       the host's sans-I/O cores: no Asio, no system headers,
-#                    nothing from the rest of host/ but the value types
-#   include/tether/  the public API: only other public headers (never
-#                    host/, protocol/ internals or supervisor/)
+#                    nothing from the rest of host/ but the value types and
+#                    error codes (process_types.h, errors.h, wire_errors.h,
+#                    output_helpers.h)
 #   host/            nothing from supervisor/
 set -uo pipefail
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -29,8 +29,7 @@ refuse() {  # refuse DIR REGEX WHY
 refuse protocol 'host/|supervisor/|tether/[a-z_]+\.h|boost/|sys/socket|sys/wait|unistd\.h|fcntl\.h' \
   'protocol has no I/O and depends on nothing above it'
 refuse supervisor 'host/|tether/[a-z_]+\.h' 'the supervisor depends on protocol only'
-refuse host/core 'boost/|sys/|unistd\.h|fcntl\.h|host/(internal|tunnel|cli|conformance)/|host/[a-z_]+\.h|tether/(process|transport|local_transport|command_transport|exec|providers)\.h|supervisor/' \
+refuse host/core 'boost/|sys/|unistd\.h|fcntl\.h|host/(internal|tunnel|cli|conformance)/|host/(process|transport|session|local_transport|command_transport|exec|providers|shell_setup|supervisor_binary|reference)\.h|supervisor/' \
   'the host core is sans-I/O: value types and protocol only'
-refuse include/tether 'host/|supervisor/|protocol/' 'public headers include only public headers'
 refuse host 'supervisor/' 'the host never includes supervisor code'
 exit $bad

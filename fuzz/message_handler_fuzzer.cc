@@ -97,10 +97,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tether::fuzz::QuietProtobufLogs();
   const Seen seen = Frames(std::string_view(reinterpret_cast<const char*>(data), size));
   asio::io_context io;
-  tether::testing::LyingTransport t(
+  auto t_owner = std::make_shared<tether::testing::LyingTransport>(
       io.get_executor(),
       [&](std::uint64_t id) { return tether::testing::FrameOf(tether::testing::WelcomeFor(id)) + seen.frames; },
       tether::testing::LyingTransport::kEnd);
+  tether::testing::LyingTransport& t = *t_owner;
   bool done = false;
   asio::co_spawn(io, Drive(t, seen), [&](std::exception_ptr e) {
     FUZZ_CHECK(!e);

@@ -81,14 +81,14 @@ class CommandTransport final : public Transport {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Transport>> MakeCommandTransport(asio::any_io_executor ex, CommandOptions options) {
+absl::StatusOr<std::shared_ptr<Transport>> MakeCommandTransport(asio::any_io_executor ex, CommandOptions options) {
   if (options.prefix.empty()) {
     return absl::InvalidArgumentError("the command provider needs a prefix (e.g. ssh -T host)");
   }
   if (!options.arch.empty() && options.arch != "x86_64" && options.arch != "aarch64") {
     return absl::InvalidArgumentError(absl::StrCat("arch must be x86_64 or aarch64, not '", options.arch, "'"));
   }
-  return std::unique_ptr<Transport>(new CommandTransport(std::move(ex), std::move(options)));
+  return std::shared_ptr<Transport>(new CommandTransport(std::move(ex), std::move(options)));
 }
 
 }  // namespace tether

@@ -47,7 +47,7 @@ struct CommandOptions {
   std::function<void(std::size_t, std::size_t)> upload_progress;
 };
 
-absl::StatusOr<std::unique_ptr<Transport>> MakeCommandTransport(boost::asio::any_io_executor ex,
+absl::StatusOr<std::shared_ptr<Transport>> MakeCommandTransport(boost::asio::any_io_executor ex,
                                                                 CommandOptions options);
 
 }  // namespace tether

@@ -156,7 +156,7 @@ std::string DefaultRoot() {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Transport>> MakeLocalTransport(asio::any_io_executor ex,
+absl::StatusOr<std::shared_ptr<Transport>> MakeLocalTransport(asio::any_io_executor ex,
                                                               LocalOptions options) {
   std::string root = options.root.empty() ? DefaultRoot() : options.root;
   if (root.empty() || root[0] != '/') {
@@ -166,10 +166,10 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeLocalTransport(asio::any_io_execu
   if (!options.default_cwd.empty() && options.default_cwd[0] != '/') {
     return absl::InvalidArgumentError(absl::StrCat("default_cwd must be absolute: '", options.default_cwd, "'"));
   }
-  return std::unique_ptr<Transport>(new LocalTransport(std::move(ex), std::move(root), std::move(options.default_cwd)));
+  return std::shared_ptr<Transport>(new LocalTransport(std::move(ex), std::move(root), std::move(options.default_cwd)));
 }
 
-absl::StatusOr<std::unique_ptr<Transport>> MakeLocalTransport(asio::any_io_executor ex) {
+absl::StatusOr<std::shared_ptr<Transport>> MakeLocalTransport(asio::any_io_executor ex) {
   return MakeLocalTransport(std::move(ex), LocalOptions{});
 }
 

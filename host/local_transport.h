@@ -26,10 +26,10 @@ struct LocalOptions {
 };
 
 // Creates (0700, checked) the sandbox directory and returns the transport.
-absl::StatusOr<std::unique_ptr<Transport>> MakeLocalTransport(boost::asio::any_io_executor ex,
+absl::StatusOr<std::shared_ptr<Transport>> MakeLocalTransport(boost::asio::any_io_executor ex,
                                                               LocalOptions options);
 // With default options. (An overload, not a default argument: g++ 12
 // destroys default-argument temporaries twice inside coroutines.)
-absl::StatusOr<std::unique_ptr<Transport>> MakeLocalTransport(boost::asio::any_io_executor ex);
+absl::StatusOr<std::shared_ptr<Transport>> MakeLocalTransport(boost::asio::any_io_executor ex);
 
 }  // namespace tether

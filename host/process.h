@@ -15,9 +15,10 @@
 //   auto exit = co_await (*p)->Wait();                        // code or signal
 //
 // A Process is driven from one executor (one io_context thread); its
-// coroutines must not be resumed from other threads. Keep the Transport alive
-// until that executor's work is done: a dropped handle finishes in the
-// background (it acknowledges the exit), through the transport. Output is flow
+// coroutines must not be resumed from other threads. The transport must be
+// owned by a std::shared_ptr (its factory returns one): a handle, a dropped
+// handle finishing in the background (it acknowledges the exit) and a
+// reconnect hold a reference to it. Output is flow
 // controlled end to end: a consumer that stops reading makes the child block
 // on its pipe, and nothing is lost.
 //

@@ -152,6 +152,18 @@ absl::Status CheckReferencePaths(const ProcessReference& ref, const SandboxInfo&
   return absl::OkStatus();
 }
 
+// The shared_ptr that owns `transport` (the handle keeps it alive), or why
+// there is none.
+absl::StatusOr<std::shared_ptr<Transport>> Owner(Transport& transport) {
+  std::shared_ptr<Transport> owner = transport.weak_from_this().lock();
+  if (!owner) {
+    return absl::InvalidArgumentError(
+        "the transport is not owned by a std::shared_ptr (make it with its factory or std::make_shared): a "
+        "process handle keeps its transport alive");
+  }
+  return owner;
+}
+
 asio::awaitable<bool> Cancelled() {
   asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
   co_return cs.cancelled() != asio::cancellation_type::none;
@@ -246,6 +258,8 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   const auto aborted_before_dispatch = [] {
     return WaitAbortedError("start was aborted before the launch was dispatched; nothing was started");
   };
+  absl::StatusOr<std::shared_ptr<Transport>> owner = Owner(transport);
+  if (!owner.ok()) co_return owner.status();
   absl::StatusOr<std::unique_ptr<tunnel::Tunnel>> tun = tunnel::MakeTunnel(transport);
   if (!tun.ok()) co_return tun.status();
   // Every native call of the setup (probe, upload, launch, handshake) is
@@ -272,7 +286,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   }
 
   const bool stdin_pipe = options.stdin_pipe || options.pty.has_value();
-  auto state = std::make_shared<State>(transport.executor(), OutputConfigOf(options), stdin_pipe);
+  auto state = std::make_shared<State>(*owner, OutputConfigOf(options), stdin_pipe);
   state->provider = std::string(transport.name());
   state->sandbox = transport.sandbox_id();
   state->target = tunnel::Target{*supervisor, state_dir};
@@ -357,6 +371,8 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
         "', not '", std::string(transport.name()), "' sandbox '", transport.sandbox_id(), "'"));
   }
   if (options.timeout_ms == 0) co_return absl::InvalidArgumentError("reopen: timeout_ms must be positive");
+  absl::StatusOr<std::shared_ptr<Transport>> owner = Owner(transport);
+  if (!owner.ok()) co_return owner.status();
   absl::StatusOr<std::unique_ptr<tunnel::Tunnel>> tun = tunnel::MakeTunnel(transport);
   if (!tun.ok()) co_return tun.status();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.timeout_ms);
@@ -372,7 +388,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
   output.backpressure = ref->backpressure;
   output.window = output.unread_limit = ref->window_bytes ? ref->window_bytes : kDefaultOutputWindowBytes;
   if (ref->output_left >= 0) output.finite_limit = static_cast<std::uint64_t>(ref->output_left);
-  auto state = std::make_shared<State>(transport.executor(), output, ref->stdin_pipe && !options.control);
+  auto state = std::make_shared<State>(*owner, output, ref->stdin_pipe && !options.control);
   if (ref->output_left >= 0) state->core.output.SetOutputLeft(static_cast<std::uint64_t>(ref->output_left));
   state->core.output.Resume(ref->stdout_offset, ref->stderr_offset);
   state->control = options.control;

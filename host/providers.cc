@@ -12,7 +12,7 @@ absl::StatusOr<std::any> ParseLocal(const ProviderFlags&) {
   return std::any(LocalOptions{});  // (it takes no flags: ParseProviderFlags refuses others')
 }
 
-absl::StatusOr<std::unique_ptr<Transport>> MakeLocal(boost::asio::any_io_executor ex, const std::any& parsed,
+absl::StatusOr<std::shared_ptr<Transport>> MakeLocal(boost::asio::any_io_executor ex, const std::any& parsed,
                                                      const ProviderHooks&) {
   const LocalOptions* o = std::any_cast<LocalOptions>(&parsed);
   if (o == nullptr) return absl::InvalidArgumentError("local: options not made by its parser");
@@ -51,7 +51,7 @@ absl::StatusOr<std::any> ParseCommand(const ProviderFlags& flags) {
   return std::any(std::move(o));
 }
 
-absl::StatusOr<std::unique_ptr<Transport>> MakeCommand(boost::asio::any_io_executor ex, const std::any& parsed,
+absl::StatusOr<std::shared_ptr<Transport>> MakeCommand(boost::asio::any_io_executor ex, const std::any& parsed,
                                                        const ProviderHooks& hooks) {
   const CommandOptions* o = std::any_cast<CommandOptions>(&parsed);
   if (o == nullptr) return absl::InvalidArgumentError("command: options not made by its parser");
@@ -132,7 +132,7 @@ absl::StatusOr<std::any> ParseProviderFlags(const ProviderInfo& info, const Prov
   return info.parse(flags);
 }
 
-absl::StatusOr<std::unique_ptr<Transport>> MakeProviderTransport(boost::asio::any_io_executor ex,
+absl::StatusOr<std::shared_ptr<Transport>> MakeProviderTransport(boost::asio::any_io_executor ex,
                                                                  std::string_view name,
                                                                  const ProviderFlags& flags,
                                                                  const ProviderHooks& hooks) {

@@ -47,7 +47,7 @@ struct ProviderInfo {
   // Checks a complete set of this provider's options (only its own flags;
   // see ParseProviderFlags) and returns them parsed for `make`.
   std::function<absl::StatusOr<std::any>(const ProviderFlags&)> parse;
-  std::function<absl::StatusOr<std::unique_ptr<Transport>>(boost::asio::any_io_executor, const std::any&,
+  std::function<absl::StatusOr<std::shared_ptr<Transport>>(boost::asio::any_io_executor, const std::any&,
                                                            const ProviderHooks&)>
       make;
 };
@@ -66,7 +66,7 @@ bool IsProviderFlag(std::string_view flag);
 absl::StatusOr<std::any> ParseProviderFlags(const ProviderInfo& info, const ProviderFlags& flags);
 
 // FindProvider + ParseProviderFlags + make.
-absl::StatusOr<std::unique_ptr<Transport>> MakeProviderTransport(boost::asio::any_io_executor ex,
+absl::StatusOr<std::shared_ptr<Transport>> MakeProviderTransport(boost::asio::any_io_executor ex,
                                                                  std::string_view name,
                                                                  const ProviderFlags& flags,
                                                                  const ProviderHooks& hooks = {});

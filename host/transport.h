@@ -112,7 +112,12 @@ inline ChannelCapabilities CapabilitiesOf(TunnelMode mode) {
   return c;
 }
 
-class Transport {
+// Transports are owned by std::shared_ptr (every factory returns one): a
+// process handle, a dropped handle finishing in the background and a
+// reconnect each hold a reference to the transport they use, so it lives as
+// long as they do. Process::Start and Reopen refuse a transport that is not
+// owned by a shared_ptr.
+class Transport : public std::enable_shared_from_this<Transport> {
  public:
   virtual ~Transport() = default;
   virtual ChannelCapabilities capabilities() const { return {}; }

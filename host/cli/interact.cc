@@ -196,7 +196,7 @@ int RunLoop(const ProviderArgs& provider,
       if (done == total) std::fputs("\r\033[K", stderr);
     };
   }
-  absl::StatusOr<std::unique_ptr<Transport>> transport =
+  absl::StatusOr<std::shared_ptr<Transport>> transport =
       MakeProviderTransport(io.get_executor(), provider.provider, provider.flags, hooks);
   if (!transport.ok()) {
     PrintError(transport.status());

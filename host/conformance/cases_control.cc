@@ -289,7 +289,8 @@ awaitable<absl::Status> CancelledSetup(Transport& t) {
   // channel when setup gives up at 0.3 s) must land first. A margin of 1.2 s
   // was too short for ssh on a loaded machine (ASan build plus a soak), and
   // 2.7 s too (four builds on two cores: the marker took over 3 s).
-  DelayedTransport slow(t, milliseconds(5000));
+  auto slow_owner = std::make_shared<DelayedTransport>(t, milliseconds(5000));
+  DelayedTransport& slow = *slow_owner;
   StartOptions o = Opts(V("sh", "-c", absl::StrCat("echo ran > '", flag, "'")));
   o.setup_timeout_ms = 300;
   absl::StatusOr<std::unique_ptr<Process>> p = co_await Process::Start(slow, o);

@@ -22,14 +22,15 @@ namespace asio = boost::asio;
 constexpr std::size_t kMaxPollInput = 48 * 1024;  // bytes of ours per poll (in argv, base85)
 constexpr int kMaxFailedPolls = 50;               // then the relay counts as gone
 
-asio::awaitable<void> CloseRelay(Transport& t, std::vector<std::string> argv) {
-  co_await RunOneShot(t, std::move(argv));
+// (the transport by shared_ptr: the close outlives the channel)
+asio::awaitable<void> CloseRelay(std::shared_ptr<Transport> t, std::vector<std::string> argv) {
+  co_await RunOneShot(*t, std::move(argv));
 }
 
 class ExchangeChannel final : public Channel {
  public:
   ExchangeChannel(Transport& t, std::string supervisor, std::string dir, std::string id)
-      : t_(t), supervisor_(std::move(supervisor)), dir_(std::move(dir)), id_(std::move(id)) {}
+      : owner_(t.shared_from_this()), t_(t), supervisor_(std::move(supervisor)), dir_(std::move(dir)), id_(std::move(id)) {}
 
   asio::awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
     auto backoff = std::chrono::milliseconds(0);
@@ -101,11 +102,12 @@ class ExchangeChannel final : public Channel {
     close.state_dir = dir_;
     close.relay_id = id_;
     std::vector<std::string> argv = protocol::ToArgv(close, supervisor_);
-    asio::co_spawn(t_.executor(), CloseRelay(t_, std::move(argv)), asio::detached);
+    asio::co_spawn(t_.executor(), CloseRelay(owner_, std::move(argv)), asio::detached);
   }
   std::string Diagnostics() const override { return {}; }  // each poll is its own command
 
  private:
+  std::shared_ptr<Transport> owner_;  // polls and the close use it
   Transport& t_;
   std::string supervisor_, dir_, id_;
   std::string pending_;          // our bytes from in_base_ not yet confirmed by the relay

@@ -9,7 +9,9 @@ namespace tether::internal {
 
 class ForwardingTransport : public Transport {
  public:
-  explicit ForwardingTransport(Transport& inner) : inner_(inner) {}
+  // Holds `inner` (owned by a shared_ptr, as every transport is) for as
+  // long as the decorator lives.
+  explicit ForwardingTransport(Transport& inner) : owner_(inner.shared_from_this()), inner_(inner) {}
   // The inner channel's capabilities, except a direct connection (its
   // channels are Exec's, which a decorator sees).
   ChannelCapabilities capabilities() const override {
@@ -32,6 +34,7 @@ class ForwardingTransport : public Transport {
   Transport& inner() const { return inner_; }
 
  private:
+  std::shared_ptr<Transport> owner_;
   Transport& inner_;
 };
 

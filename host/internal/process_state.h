@@ -22,8 +22,12 @@
 namespace tether {
 
 struct Process::State : std::enable_shared_from_this<Process::State> {
-  State(const boost::asio::any_io_executor& ex, core::OutputConfig output, bool stdin_pipe)
-      : core(output, stdin_pipe, /*keep_copies=*/false), cond(ex), close_timer(ex), ping_timer(ex) {}
+  State(std::shared_ptr<Transport> owner, core::OutputConfig output, bool stdin_pipe)
+      : transport(std::move(owner)),
+        core(output, stdin_pipe, /*keep_copies=*/false),
+        cond(transport->executor()),
+        close_timer(transport->executor()),
+        ping_timer(transport->executor()) {}
 
   // Starts the receive pump and the keepalive once the Welcome is in.
   absl::Status Begin(const wire::Welcome& welcome);
@@ -44,6 +48,8 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   // `bytes` fit the supervisor's stdin window.
   boost::asio::awaitable<absl::Status> AwaitInputTurn(std::size_t bytes, bool is_close);
 
+  // Declared first, destroyed last: everything below may use it.
+  std::shared_ptr<Transport> transport;
   core::ProcessCore core;
   std::shared_ptr<Session> session;
   internal::Condition cond;  // notified on every state change

@@ -79,8 +79,8 @@ bool Selected(const std::string& name) { return g_args.only.empty() || name.find
 
 enum class Provider { kLocal, kText, kSsh };
 
-std::unique_ptr<Transport> MakeTransport(asio::io_context& io, Provider p, const std::string& root) {
-  absl::StatusOr<std::unique_ptr<Transport>> t;
+std::shared_ptr<Transport> MakeTransport(asio::io_context& io, Provider p, const std::string& root) {
+  absl::StatusOr<std::shared_ptr<Transport>> t;
   if (p == Provider::kLocal) {
     t = MakeLocalTransport(io.get_executor(), {root});
   } else {
@@ -101,7 +101,7 @@ std::unique_ptr<Transport> MakeTransport(asio::io_context& io, Provider p, const
 template <typename F>
 void Run(Provider p, F body, const std::string& root = g_work + "/sandbox") {
   asio::io_context io;
-  std::unique_ptr<Transport> t = MakeTransport(io, p, root);
+  std::shared_ptr<Transport> t = MakeTransport(io, p, root);
   asio::co_spawn(io, body(*t), [](std::exception_ptr e) {
     if (e) std::rethrow_exception(e);
   });

@@ -71,7 +71,8 @@ TEST_CASE("a setup timeout cannot hang on a channel that ignores cancellation") 
     absl::StatusOr<std::unique_ptr<Process>> warm = co_await Start(t, V("true"));
     REQUIRE(warm.ok());
     CHECK((co_await (*warm)->Wait()).ok());
-    DeafTransport deaf(t);
+    auto deaf_owner = std::make_shared<DeafTransport>(t);
+    DeafTransport& deaf = *deaf_owner;
     StartOptions o = Opts();
     o.argv = V("true");
     o.setup_timeout_ms = 2000;

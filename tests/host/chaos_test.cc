@@ -163,7 +163,7 @@ awaitable<std::string> RunBody(tether::Transport& chaos, Run& r, const std::stri
 struct Context {
   tether::Transport* local;
   std::string supervisor_dir;
-  std::deque<std::unique_ptr<ChaosTransport>> transports;  // kept until the io_context is done
+  std::deque<std::shared_ptr<ChaosTransport>> transports;  // kept until the io_context is done
   Totals totals;
   std::uint64_t next_seed, end_seed;
 };
@@ -172,7 +172,7 @@ awaitable<void> RunSeed(Context& ctx, std::uint64_t seed) {
   using namespace asio::experimental::awaitable_operators;
   const bool text = seed % 2 == 0;
   const bool reconnect = text || seed % 4 == 1;
-  ctx.transports.push_back(std::make_unique<ChaosTransport>(
+  ctx.transports.push_back(std::make_shared<ChaosTransport>(
       *ctx.local, seed, text ? tether::TunnelMode::kText : tether::TunnelMode::kBinary));
   ChaosTransport& chaos = *ctx.transports.back();
   Run r;

@@ -230,7 +230,8 @@ int main(int argc, char** argv) {
       // The local provider connects to the daemon directly; a decorator
       // does not (it has only Exec), so its channels run through a bridge
       // process: every bridge trial, and every other daemon or child trial.
-      tether::internal::ForwardingTransport bridged(**local);
+      auto bridged_owner = std::make_shared<tether::internal::ForwardingTransport>(**local);
+      tether::internal::ForwardingTransport& bridged = *bridged_owner;
       const bool via_bridge = t.victim == kBridge || (seed / 3) % 2 == 1;
       tether::Transport& transport = via_bridge ? static_cast<tether::Transport&>(bridged) : **local;
       asio::co_spawn(io, RunTrial(transport, t, bin, &leftover), [](std::exception_ptr e) {

@@ -33,8 +33,9 @@ int main(int argc, char** argv) {
     boost::asio::io_context io;
     auto local = tether::MakeLocalTransport(io.get_executor(), tether::LocalOptions{tmpl});
     if (!local.ok()) return 2;
-    tether::testing::HostileTransport hostile(
+    auto hostile_owner = std::make_shared<tether::testing::HostileTransport>(
         **local, seed, mode == "text" ? tether::TunnelMode::kText : tether::TunnelMode::kExchange);
+    tether::testing::HostileTransport& hostile = *hostile_owner;
     int pass = 0, fail = 0, unsupported = 0;
     tether::ConformanceOptions options;
     options.on_result = [&](const tether::ConformanceResult& r) {

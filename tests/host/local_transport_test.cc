@@ -1,6 +1,8 @@
 // The local provider's channel: exact bytes both ways, EOF, and no SIGPIPE
 // for the embedding application when the command is gone.
 #include "host/local_transport.h"
+#include "host/internal/forwarding_transport.h"
+#include "host/process.h"
 
 #include <doctest.h>
 #include <signal.h>
@@ -83,6 +85,58 @@ TEST_CASE("a direct connection refuses a missing, linked, shared or foreign stat
     auto empty = co_await d->Connect(root + "/private");  // no socket: the process is gone
     CHECK(absl::IsNotFound(empty.status()));
   });
+  std::filesystem::remove_all(root);
+}
+
+}  // namespace
+}  // namespace tether
+
+namespace tether {
+namespace {
+
+TEST_CASE("a process handle owns its transport; an unowned transport is refused") {
+  char tmpl[] = "/tmp/tether-lifetime-test-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string root = tmpl;
+  {
+    boost::asio::io_context io;
+    bool done = false;
+    auto body = [&]() -> boost::asio::awaitable<void> {
+      absl::StatusOr<std::shared_ptr<Transport>> t = MakeLocalTransport(io.get_executor(), LocalOptions{root});
+      REQUIRE(t.ok());
+      StartOptions o;
+      o.argv = {"sh", "-c", "sleep 0.2; printf done"};
+      o.output_format = OutputFormat::kBytes;
+      {
+        // A decorator on the stack is not owned by a shared_ptr: refused,
+        // nothing started.
+        internal::ForwardingTransport unowned(**t);
+        auto refused = co_await Process::Start(unowned, o);
+        CHECK(absl::IsInvalidArgument(refused.status()));
+      }
+      Transport& transport = **t;
+      auto p = co_await Process::Start(transport, o);
+      REQUIRE(p.ok());
+      t->reset();  // the caller lets go: the handle keeps the transport
+      std::string out;
+      while (true) {
+        auto c = co_await (*p)->Read();
+        REQUIRE(c.ok());
+        if (!*c) break;
+        out += (*c)->bytes;
+      }
+      CHECK(out == "done");
+      auto e = co_await (*p)->Wait();
+      REQUIRE(e.ok());
+      CHECK(e->code == 0);
+      done = true;
+    };
+    boost::asio::co_spawn(io, body(), [](std::exception_ptr e) {
+      if (e) std::rethrow_exception(e);
+    });
+    io.run();
+    CHECK(done);
+  }
   std::filesystem::remove_all(root);
 }
 

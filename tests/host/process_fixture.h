@@ -49,7 +49,7 @@ class Sandbox {
   // process handles finishing in the background) is done.
   void Run(std::function<awaitable<void>(Transport&)> body) {
     asio::io_context io;
-    absl::StatusOr<std::unique_ptr<Transport>> t = MakeLocalTransport(io.get_executor(), {root_});
+    absl::StatusOr<std::shared_ptr<Transport>> t = MakeLocalTransport(io.get_executor(), {root_});
     REQUIRE(t.ok());
     bool finished = false;
     asio::co_spawn(io, body(**t), [&](std::exception_ptr e) {

@@ -354,7 +354,8 @@ awaitable<absl::Status> StartAborted(Transport& t, StartOptions o, milliseconds 
 TEST_CASE("a start aborted before dispatch is WAIT_ABORTED and starts nothing") {
   Sandbox sb;
   sb.Run([&sb](Transport& t) -> awaitable<void> {
-    SlowProbeTransport slow(t, milliseconds(500));
+    auto slow_owner = std::make_shared<SlowProbeTransport>(t, milliseconds(500));
+    SlowProbeTransport& slow = *slow_owner;
     const std::string flag = sb.root() + "/child-ran";
     StartOptions o = Opts();
     o.argv = V("sh", "-c", "echo ran > " + flag);
@@ -370,7 +371,8 @@ TEST_CASE("a start aborted before dispatch is WAIT_ABORTED and starts nothing") 
 TEST_CASE("a start aborted after dispatch is OUTCOME_UNKNOWN and the late launch never starts") {
   Sandbox sb;
   sb.Run([&sb](Transport& t) -> awaitable<void> {
-    SlowTransport slow(t, milliseconds(800));
+    auto slow_owner = std::make_shared<SlowTransport>(t, milliseconds(800));
+    SlowTransport& slow = *slow_owner;
     const std::string flag = sb.root() + "/child-ran";
     StartOptions o = Opts();
     o.argv = V("sh", "-c", "echo ran > " + flag);
@@ -386,7 +388,8 @@ TEST_CASE("a start aborted after dispatch is OUTCOME_UNKNOWN and the late launch
 TEST_CASE("input unacknowledged when the connection fails is OUTCOME_UNKNOWN and disables input") {
   Sandbox sb;
   sb.Run([](Transport& t) -> awaitable<void> {
-    LossyTransport lossy(t);
+    auto lossy_owner = std::make_shared<LossyTransport>(t);
+    LossyTransport& lossy = *lossy_owner;
     StartOptions o = Opts();
     o.argv = V("sleep", "100");
     o.stdin_pipe = true;
@@ -512,7 +515,8 @@ TEST_CASE("through a hostile text channel, 8 s of duplex traffic across cuts and
   for (std::uint64_t seed : {11u, 12u}) {
     Sandbox sb;
     sb.Run([seed](Transport& t) -> awaitable<void> {
-      HostileTransport hostile(t, seed);
+      auto hostile_owner = std::make_shared<HostileTransport>(t, seed);
+      HostileTransport& hostile = *hostile_owner;
       StartOptions o = Opts();
       o.argv = V("cat");
       o.stdin_pipe = true;
@@ -547,7 +551,8 @@ TEST_CASE("a reconnect while unread stdout is held and stderr floods stays withi
   // held stdout (not yet resent) are fine.
   Sandbox sb;
   sb.Run([](Transport& t) -> awaitable<void> {
-    LossyTransport lossy(t);
+    auto lossy_owner = std::make_shared<LossyTransport>(t);
+    LossyTransport& lossy = *lossy_owner;
     StartOptions o = Opts();
     o.argv = V("sh", "-c",
                "head -c 61440 /dev/zero | tr '\\0' a; sleep 0.3; head -c 1048576 /dev/zero | tr '\\0' b >&2");

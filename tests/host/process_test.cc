@@ -549,7 +549,8 @@ TEST_CASE("resize without a pty is unsupported, and bad terminal sizes are refus
 TEST_CASE("a setup that times out after dispatch is OUTCOME_UNKNOWN and the late launch never starts") {
   Sandbox sb;
   sb.Run([&sb](Transport& t) -> awaitable<void> {
-    SlowTransport slow(t, std::chrono::milliseconds(1000));
+    auto slow_owner = std::make_shared<SlowTransport>(t, std::chrono::milliseconds(1000));
+    SlowTransport& slow = *slow_owner;
     const std::string flag = sb.root() + "/child-ran";
     StartOptions o = Opts();
     o.argv = V("sh", "-c", "echo ran > " + flag);
@@ -732,7 +733,8 @@ TEST_CASE("concurrent terminate callers share one acknowledged request") {
 TEST_CASE("a terminate whose acknowledgement is lost is OUTCOME_UNKNOWN, saved and not resent") {
   Sandbox sb;
   sb.Run([](Transport& t) -> awaitable<void> {
-    LossyTransport lossy(t);
+    auto lossy_owner = std::make_shared<LossyTransport>(t);
+    LossyTransport& lossy = *lossy_owner;
     StartOptions o = Opts();
     o.argv = V("sleep", "100");
     auto p = co_await Process::Start(lossy, o);
@@ -884,7 +886,8 @@ TEST_CASE("a probe or an upload that never answers ends within the setup timeout
   Sandbox sb;
   sb.Run([](Transport& t) -> awaitable<void> {
     for (bool silent_probe : {true, false}) {
-      SilentTransport silent(t, silent_probe);
+      auto silent_owner = std::make_shared<SilentTransport>(t, silent_probe);
+      SilentTransport& silent = *silent_owner;
       StartOptions o = Opts();
       o.argv = V("true");
       o.setup_timeout_ms = 300;

@@ -84,10 +84,10 @@ TEST_CASE("a registered provider makes its transport") {
   REQUIRE(::mkdtemp(tmpl) != nullptr);
   ::setenv("TETHER_LOCAL_ROOT", tmpl, 1);
   boost::asio::io_context io;
-  absl::StatusOr<std::unique_ptr<Transport>> local = MakeProviderTransport(io.get_executor(), "local", {});
+  absl::StatusOr<std::shared_ptr<Transport>> local = MakeProviderTransport(io.get_executor(), "local", {});
   REQUIRE(local.ok());
   CHECK((*local)->name() == "local");
-  absl::StatusOr<std::unique_ptr<Transport>> command =
+  absl::StatusOr<std::shared_ptr<Transport>> command =
       MakeProviderTransport(io.get_executor(), "command", {{"--prefix", "sh -c"}});
   REQUIRE(command.ok());
   CHECK((*command)->name() == "command");

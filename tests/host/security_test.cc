@@ -187,7 +187,7 @@ LieResult Lie(LyingTransport::Script script, LyingTransport::After after, std::s
   LieResult r;
   asio::io_context io;
   // The lie itself is made unarmed: only the host's allocations count.
-  LyingTransport t(
+  auto t_owner = std::make_shared<LyingTransport>(
       io.get_executor(),
       [script = std::move(script)](std::uint64_t id) {
         g_armed = false;
@@ -196,6 +196,7 @@ LieResult Lie(LyingTransport::Script script, LyingTransport::After after, std::s
         return bytes;
       },
       after, std::move(endless));
+  LyingTransport& t = *t_owner;
   g_largest = 0;
   g_armed = true;
   asio::co_spawn(io, LieBody(t, &r, setup_timeout_ms), [](std::exception_ptr e) {
@@ -273,8 +274,9 @@ TEST_CASE("a lying supervisor: endless valid frames never starve the host, and a
   std::string endless;
   for (int i = 0; i < 100; ++i) endless += FrameOf(pong);
   asio::io_context io;
-  LyingTransport t(io.get_executor(), [](std::uint64_t id) { return FrameOf(WelcomeFor(id)); },
+  auto t_owner = std::make_shared<LyingTransport>(io.get_executor(), [](std::uint64_t id) { return FrameOf(WelcomeFor(id)); },
                    LyingTransport::kEndless, endless);
+  LyingTransport& t = *t_owner;
   bool aborted = false;
   g_largest = 0;
   g_armed = true;

@@ -104,7 +104,7 @@ std::string ReadFile(const std::string& path) {
 TEST_CASE("probe and upload work over any Transport::Exec") {
   Scratch s;
   asio::io_context io;
-  absl::StatusOr<std::unique_ptr<Transport>> local = MakeLocalTransport(io.get_executor(), {s.dir + "/local"});
+  absl::StatusOr<std::shared_ptr<Transport>> local = MakeLocalTransport(io.get_executor(), {s.dir + "/local"});
   REQUIRE(local.ok());
   std::string bytes;
   for (int i = 0; i < 300000; ++i) bytes.push_back(static_cast<char>(i * 7 + (i >> 8)));

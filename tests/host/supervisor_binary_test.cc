@@ -95,6 +95,9 @@ TEST_CASE("a missing supervisor binary is reported, not cached") {
   const char* old = std::getenv("TETHER_SUPERVISOR_DIR");
   const std::string saved = old ? old : "";
   ::setenv("TETHER_SUPERVISOR_DIR", tmpl, 1);
+  // A build with the static supervisors finds one beside the build tree
+  // too: then nothing is missing and there is nothing to check.
+  const bool found_elsewhere = FindSupervisorBinary("aarch64").ok();
   asio::io_context io;
   absl::Status first, second;
   asio::co_spawn(io, [&]() -> asio::awaitable<void> {
@@ -106,6 +109,10 @@ TEST_CASE("a missing supervisor binary is reported, not cached") {
   if (old) ::setenv("TETHER_SUPERVISOR_DIR", saved.c_str(), 1); else ::unsetenv("TETHER_SUPERVISOR_DIR");
   std::error_code ec;
   std::filesystem::remove_all(tmpl, ec);
+  if (found_elsewhere) {
+    MESSAGE("an aarch64 supervisor is installed beside the build: nothing was missing");
+    return;
+  }
   CHECK(absl::IsNotFound(first));
   CHECK(second.ok());
 }

@@ -18,7 +18,6 @@ namespace asio = boost::asio;
 
 namespace {
 constexpr auto kStatusTimeout = std::chrono::seconds(30);  // a dispatched status or terminate request
-constexpr auto kCloseAfterExitTimeout = std::chrono::seconds(5);
 
 absl::Status Disconnected() { return InputClosedError("this handle was disconnected; reopen the process"); }
 }  // namespace

@@ -1,8 +1,6 @@
 // Process::Start and Process::Reopen: validating the request, installing
 // the supervisor, and attaching through the tunnel the transport's
 // capabilities choose (host/tunnel/).
-#include <sys/random.h>
-
 #include <csignal>
 
 #include <boost/asio/as_tuple.hpp>
@@ -17,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "host/errors.h"
 #include "host/internal/process_state.h"
+#include "host/internal/random.h"
 #include "host/reference.h"
 #include "host/supervisor_binary.h"
 
@@ -33,19 +32,8 @@ constexpr std::size_t kMinOutputWindowBytes = 16 * 1024;
 constexpr std::size_t kMaxOutputWindowBytes = 64u << 20;
 constexpr std::size_t kMinRingBytes = 4096;  // the supervisor's limits
 constexpr std::size_t kMaxRingBytes = 64u << 20;
-constexpr auto kCloseAfterExitTimeout = std::chrono::seconds(5);
 
-std::string RandomBytes(std::size_t n) {
-  std::string out(n, '\0');
-  std::size_t got = 0;
-  while (got < n) {
-    const ssize_t r = ::getrandom(out.data() + got, n - got, 0);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) std::abort();  // no randomness: cannot make a secret; our environment is broken
-    got += static_cast<std::size_t>(r);
-  }
-  return out;
-}
+using internal::RandomBytes;
 
 absl::Status ValidateOptions(const StartOptions& o) {
   if (o.argv.empty()) return absl::InvalidArgumentError("argv is empty: nothing to run");

@@ -13,12 +13,6 @@ namespace tether {
 
 namespace asio = boost::asio;
 
-namespace {
-// After the exit is acknowledged the daemon closes the attachment; if it does
-// not within this time the channel is closed from our side.
-constexpr auto kCloseAfterExitTimeout = std::chrono::seconds(5);
-}  // namespace
-
 absl::Status Process::State::Begin(const wire::Welcome& welcome) {
   if (absl::Status st = core.Attached(welcome); !st.ok()) return st;
   auto ex = close_timer.get_executor();

@@ -1,13 +1,12 @@
 #include "host/conformance/harness.h"
 
-#include <sys/random.h>
-
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "absl/strings/escaping.h"
+#include "host/internal/random.h"
 
 namespace tether::conformance {
 
@@ -15,14 +14,7 @@ namespace asio = boost::asio;
 using asio::awaitable;
 using std::chrono::milliseconds;
 
-std::string Random(std::size_t n) {
-  std::string s(n, '\0');
-  for (std::size_t got = 0; got < n;) {
-    const ssize_t r = ::getrandom(s.data() + got, n - got, 0);
-    if (r > 0) got += static_cast<std::size_t>(r);
-  }
-  return s;
-}
+std::string Random(std::size_t n) { return internal::RandomBytes(n); }
 
 absl::Status Fail(std::string what) { return absl::InternalError(std::move(what)); }
 absl::Status Unsupported(std::string what) { return absl::UnimplementedError(std::move(what)); }

@@ -21,6 +21,11 @@
 
 namespace tether {
 
+// After the exit is acknowledged (or a final Detach sent) the daemon closes
+// the attachment; if it does not within this time the channel is closed
+// from our side.
+inline constexpr auto kCloseAfterExitTimeout = std::chrono::seconds(5);
+
 struct Process::State : std::enable_shared_from_this<Process::State> {
   State(std::shared_ptr<Transport> owner, core::OutputConfig output, bool stdin_pipe)
       : transport(std::move(owner)),

@@ -4,13 +4,12 @@
 // secret (the Launch and the Hello) go in a private file, never in a command
 // line (provider logs, /proc/PID/cmdline); the supervisor reads it once and
 // removes it.
-#include <sys/random.h>
-
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "host/errors.h"
 #include "host/internal/exchange_channel.h"
+#include "host/internal/random.h"
 #include "host/tunnel/tunnels.h"
 #include "protocol/armor.h"
 #include "protocol/command_line.h"
@@ -22,18 +21,6 @@ namespace tether::tunnel {
 namespace asio = boost::asio;
 
 namespace {
-
-std::string RelayId() {
-  unsigned char b[8];
-  std::size_t got = 0;
-  while (got < sizeof b) {
-    const ssize_t r = ::getrandom(b + got, sizeof b - got, 0);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) std::abort();  // no randomness: our environment is broken
-    got += static_cast<std::size_t>(r);
-  }
-  return absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(b), sizeof b));
-}
 
 class ExchangeTunnel final : public Tunnel {
  public:
@@ -52,7 +39,7 @@ class ExchangeTunnel final : public Tunnel {
  private:
   asio::awaitable<absl::StatusOr<wire::Welcome>> Start(const Target& target, std::string first, wire::Hello hello,
                                                        std::shared_ptr<Session>& session) {
-    const std::string id = RelayId();
+    const std::string id = absl::BytesToHexString(internal::RandomBytes(8));
     session = Session::Create(transport_.executor(),
                               internal::MakeExchangeChannel(transport_, target.supervisor, target.state_dir, id));
     const std::string init_path = absl::StrCat(target.state_dir, ".x-", id, ".init");

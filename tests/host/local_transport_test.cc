@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <string>
 
+#include "tests/host/process_fixture.h"
 #include "tests/host/test_util.h"
 
 namespace tether {
@@ -118,14 +119,9 @@ TEST_CASE("a process handle owns its transport; an unowned transport is refused"
       auto p = co_await Process::Start(transport, o);
       REQUIRE(p.ok());
       t->reset();  // the caller lets go: the handle keeps the transport
-      std::string out;
-      while (true) {
-        auto c = co_await (*p)->Read();
-        REQUIRE(c.ok());
-        if (!*c) break;
-        out += (*c)->bytes;
-      }
-      CHECK(out == "done");
+      testing::Output out = co_await testing::ReadAll(**p);
+      REQUIRE(out.status.ok());
+      CHECK(out.out == "done");
       auto e = co_await (*p)->Wait();
       REQUIRE(e.ok());
       CHECK(e->code == 0);

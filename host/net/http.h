@@ -1,0 +1,206 @@
+// tether::net: the one HTTP/1.1, WebSocket and TLS client the native
+// providers use (Boost.Beast over OpenSSL). Provider code never touches a
+// socket: it names an endpoint, sends requests and reads bodies, streams and
+// messages through the small surface below.
+//
+//   absl::StatusOr<net::Url> url = net::ParseUrl("https://api.example.com/v1");
+//   auto client = net::Client::Make(ex, {.url = *url});
+//   absl::StatusOr<net::Response> r = co_await (*client)->Call({.method = "GET", .target = "/x"});
+//   if (r.ok() && !net::IsSuccess(*r)) return net::HttpError(*r, "GET /x");
+//
+// Rules every call keeps:
+// - Certificates are verified by default (the system store, plus a CA the
+//   caller names), with SNI and host name checks; a bad certificate is a
+//   kUnavailable error that says so. Plain http:// and ws:// are refused
+//   unless the host is a loopback address (127.0.0.0/8, ::1, localhost);
+//   unix:// (HTTP over a Unix socket, the Docker default) is local by
+//   definition.
+// - Every await is bounded: connecting and TLS by connect_timeout, a
+//   buffered Call by request_timeout. Streams, raw streams and WebSockets
+//   have no idle deadline of their own (a supervisor may be silent for
+//   hours) but honour Asio's per-operation cancellation (terminal) and
+//   Close(), as the Channel contract (host/transport.h) requires.
+// - Limits are checked before allocation: a buffered body above max_body, a
+//   header block above 64 KiB, a WebSocket message above max_message are
+//   errors, never truncations.
+// - Connections are kept alive and reused for buffered calls (a small idle
+//   pool per Client); a stream, an upgrade and a WebSocket each own theirs.
+// - Errors are Status values, never exceptions: kUnavailable for a refused,
+//   reset or timed-out connection (a timeout names itself), kInvalidArgument
+//   for a bad URL or option, and a body or frame that breaks HTTP or
+//   WebSocket is an error with ErrorCode kProtocol attached (host/errors.h).
+// - Header values a caller marks secret (Authorization, X-API-KEY, tokens)
+//   never appear in an error message: messages name the method, the path
+//   without its query, and the server's own message.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tether::net {
+
+// An endpoint: scheme://host[:port][/base]. `base_path` ("" or "/a/b", no
+// trailing slash) is prefixed to every request target.
+struct Url {
+  std::string scheme;     // "https", "http", "wss", "ws" or "unix"
+  std::string host;       // "api.e2b.app", "127.0.0.1", "::1" (no brackets); "localhost" for unix
+  std::string port;       // "443", "80" when not given
+  std::string base_path;  // "" or "/prefix"
+  std::string unix_path;  // unix:///var/run/docker.sock -> "/var/run/docker.sock"
+  bool tls() const { return scheme == "https" || scheme == "wss"; }
+};
+
+// Parses and checks an endpoint (kInvalidArgument with the reason: unknown
+// scheme, plain http to a host that is not loopback, userinfo, a query or
+// fragment, a bad port). "tcp://host:port" (DOCKER_HOST) is read as http.
+absl::StatusOr<Url> ParseUrl(std::string_view text);
+
+// True for 127.0.0.0/8, ::1 and "localhost".
+bool IsLoopbackHost(std::string_view host);
+
+// Percent-encodes `s` for a query value or a path segment (RFC 3986
+// unreserved characters pass).
+std::string UrlEncode(std::string_view s);
+
+struct TlsOptions {
+  std::string ca_file;            // PEM file trusted in addition to the system store
+  std::string ca_pem;             // PEM text trusted in addition (kubeconfig certificate-authority-data)
+  bool system_store = true;       // also trust the system's CAs
+  std::string client_cert_pem;    // client certificate (kubeconfig), PEM
+  std::string client_key_pem;     // its key, PEM
+  bool insecure_skip_verify = false;  // only where the user's own config says so
+  std::string server_name;        // SNI and name check; empty: the URL's host
+};
+
+struct ClientOptions {
+  Url url;
+  TlsOptions tls;
+  std::chrono::milliseconds connect_timeout{10000};  // TCP + TLS + upgrade
+  std::chrono::milliseconds request_timeout{30000};  // a whole buffered Call
+  std::size_t max_body = 64u << 20;                   // buffered response bodies
+  std::size_t max_message = 16u << 20;                // one WebSocket message
+  std::size_t max_idle_connections = 4;
+};
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+struct Request {
+  std::string method = "GET";
+  std::string target = "/";  // path and query, encoded; base_path is prefixed
+  Headers headers;           // Host, Content-Length and User-Agent are added
+  std::string body;
+};
+
+struct Response {
+  int status = 0;
+  Headers headers;
+  std::string body;  // empty for streams
+  // The first value of header `name` (case-insensitive), or "".
+  std::string_view header(std::string_view name) const;
+};
+
+inline bool IsSuccess(const Response& r) { return r.status >= 200 && r.status < 300; }
+
+// A 4xx/5xx as a Status: 400 kInvalidArgument, 401 kUnauthenticated, 403
+// kPermissionDenied, 404 kNotFound, 409 kFailedPrecondition, 408/429/502/503/
+// 504 kUnavailable, others kInternal; the message is "<what>: HTTP <code>: "
+// + the server's message (a JSON "message" field, else the body's first 200
+// printable bytes).
+absl::Status HttpError(const Response& r, std::string_view what);
+
+// A response body read as it arrives (sized, chunked, or to the close).
+class BodyStream {
+ public:
+  virtual ~BodyStream() = default;
+  virtual const Response& head() const = 0;  // status and headers
+  // Some bytes of the body; 0 at its end.
+  virtual boost::asio::awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) = 0;
+  virtual void Close() = 0;  // idempotent; pending reads complete with an error
+};
+
+// A request whose body is written as it is produced (chunked), then its
+// response read as a stream.
+class BodyWriter {
+ public:
+  virtual ~BodyWriter() = default;
+  virtual boost::asio::awaitable<absl::Status> Write(std::string_view bytes) = 0;  // one chunk
+  // Ends the body and reads the response head.
+  virtual boost::asio::awaitable<absl::StatusOr<std::unique_ptr<BodyStream>>> Finish() = 0;
+  virtual void Close() = 0;
+};
+
+// The connection after an HTTP upgrade (Docker's hijacked exec): raw bytes
+// both ways.
+class RawStream {
+ public:
+  virtual ~RawStream() = default;
+  virtual const Response& head() const = 0;  // the 101 (or 200) response
+  virtual boost::asio::awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) = 0;  // 0: EOF
+  virtual boost::asio::awaitable<absl::Status> Write(std::string_view bytes) = 0;
+  virtual void ShutdownWrite() = 0;  // half-close (TLS: close_notify is not sent; only TCP)
+  virtual void Close() = 0;          // idempotent; pending operations complete with an error
+};
+
+struct WebSocketMessage {
+  bool binary = true;
+  std::string data;
+};
+
+class WebSocket {
+ public:
+  virtual ~WebSocket() = default;
+  virtual const Response& head() const = 0;      // the 101 response
+  virtual std::string_view subprotocol() const = 0;  // as the server chose it
+  // The next whole message; kUnavailable with the close code and reason
+  // once the peer closed (close_code() then says which).
+  virtual boost::asio::awaitable<absl::StatusOr<WebSocketMessage>> Read() = 0;
+  virtual boost::asio::awaitable<absl::Status> Write(std::string_view data, bool binary = true) = 0;
+  // The close handshake, bounded by connect_timeout; then as Close().
+  virtual boost::asio::awaitable<void> AsyncClose(int code = 1000) = 0;
+  virtual void Close() = 0;  // abrupt, idempotent
+  // The peer's close code once it closed; nullopt before, or when the
+  // connection ended without a close frame.
+  virtual std::optional<int> close_code() const = 0;
+};
+
+// One origin (scheme, host, port, TLS settings). Owned by shared_ptr: its
+// streams keep it alive.
+class Client : public std::enable_shared_from_this<Client> {
+ public:
+  static absl::StatusOr<std::shared_ptr<Client>> Make(boost::asio::any_io_executor ex, ClientOptions options);
+  virtual ~Client() = default;
+  virtual const ClientOptions& options() const = 0;
+
+  // The whole exchange, buffered (any HTTP status is a Response; only a
+  // failure to get one is an error).
+  virtual boost::asio::awaitable<absl::StatusOr<Response>> Call(Request request) = 0;
+  // Sends `request` and returns once the response head arrived; the body
+  // is read from the stream. (A non-2xx response is returned too; its body
+  // can be read the same way.)
+  virtual boost::asio::awaitable<absl::StatusOr<std::unique_ptr<BodyStream>>> Open(Request request) = 0;
+  // Sends the head of `request` (its body is ignored) with chunked
+  // transfer encoding; the body follows through the writer.
+  virtual boost::asio::awaitable<absl::StatusOr<std::unique_ptr<BodyWriter>>> Begin(Request request) = 0;
+  // Sends `request` with Connection: Upgrade and Upgrade: `protocol`; a 101
+  // (or a 200 the server keeps open, as Docker's exec start may) hands over
+  // the connection. Any other status is an HttpError.
+  virtual boost::asio::awaitable<absl::StatusOr<std::unique_ptr<RawStream>>> Upgrade(Request request,
+                                                                                    std::string protocol) = 0;
+  // Opens a WebSocket at `target` offering `subprotocols` in order (the
+  // scheme's ws/wss follows the client's http/https).
+  virtual boost::asio::awaitable<absl::StatusOr<std::unique_ptr<WebSocket>>> OpenWebSocket(
+      std::string target, Headers headers, std::vector<std::string> subprotocols) = 0;
+};
+
+}  // namespace tether::net

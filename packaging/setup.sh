@@ -39,7 +39,7 @@ DEP_CFLAGS="-Os -ffunction-sections -fdata-sections"
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
   libboost1.81-dev libboost-json1.81-dev libprotobuf-dev protobuf-compiler libzstd-dev libabsl-dev
   doctest-dev qemu-user openssh-server socat python3-protobuf file dpkg-dev
-  xz-utils)
+  xz-utils libssl-dev libyaml-cpp-dev podman runc busybox-static openssl)
 
 log() { printf 'setup: %s\n' "$*" >&2; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }

@@ -91,6 +91,10 @@ struct ChannelCapabilities {
   bool direct_connect = false;
   // Bytes cross a network or a metered API: compression pays for its CPU.
   bool costly_bytes = true;
+  // The native channel is a network stream that can be cut while both ends
+  // live (an HTTP response stream, a WebSocket through proxies): attachments
+  // are reattached through a new Exec when it fails, losing nothing.
+  bool cut_prone = false;
 };
 
 // How frames travel over the native channel (DESIGN.md, tunnel modes).

@@ -14,7 +14,8 @@ TunnelChoice ChooseTunnel(const ChannelCapabilities& caps) {
     c.mode = TunnelMode::kText;
   }
   c.zstd = caps.costly_bytes && c.mode != TunnelMode::kDirect;
-  c.always_reconnect = c.mode == TunnelMode::kText || c.mode == TunnelMode::kExchange;
+  c.always_reconnect = c.mode == TunnelMode::kText || c.mode == TunnelMode::kExchange ||
+                     (caps.cut_prone && c.mode == TunnelMode::kBinary);
   return c;
 }
 

@@ -20,7 +20,8 @@ struct TunnelChoice {
   bool zstd = true;
   // Attachments over this tunnel are reattached when the channel fails,
   // whatever StartOptions::reconnect says: text and exchange channels are
-  // the ones that fail by design (replays, polls) and lose nothing then.
+  // the ones that fail by design (replays, polls), and cut-prone native
+  // streams (HTTP, WebSocket) fail by accident; none loses anything then.
   bool always_reconnect = false;
 
   bool operator==(const TunnelChoice&) const = default;

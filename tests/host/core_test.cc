@@ -52,6 +52,13 @@ TEST_CASE("tunnel chooser: one pure decision per channel shape") {
       {"text-only, direct claimed but not exact", caps(false, true, true, false), TunnelMode::kText, false, true},
       {"one-shot commands only", caps(false, false, false, true), TunnelMode::kExchange, true, true},
       {"one-shot but exact", caps(true, false, false, true), TunnelMode::kExchange, true, true},
+      {"native HTTP stream / WebSocket (E2B, Kubernetes, Docker)",
+       [&] {
+         ChannelCapabilities c = caps(true, true, false, true);
+         c.cut_prone = true;
+         return c;
+       }(),
+       TunnelMode::kBinary, true, true},
   };
   for (const Row& r : rows) {
     CAPTURE(r.what);

@@ -210,6 +210,7 @@ class Proc {
 
   onClose(code, signal) {
     procs.delete(this.pid);
+    clearTimeout(this.lifetime);
     const end = code !== null
       ? { exitCode: code, exited: true, status: `exit status ${code}` }
       : { exitCode: -1, exited: false, status: `signal: ${goSignalName(signal)}` };
@@ -348,13 +349,17 @@ async function handleServerStream(req, res, method, label) {
       if (p.cwd !== undefined) config.cwd = p.cwd;
       const proc = new Proc(r.child, config, typeof msg.tag === 'string' ? msg.tag : undefined, wantStdin);
       log.line(label, 'started pid', proc.pid, `stdin=${wantStdin}`, `timeout_ms=${timeoutMs}`, `keepalive_s=${keepaliveS}`);
-      stream.attach(proc, {
-        keepaliveS, timeoutMs,
-        onTimeout: (s) => {
+      if (timeoutMs > 0) {
+        // envd starts the process under a context with this deadline: it is the
+        // process lifetime, whether or not the stream is still attached.
+        proc.lifetime = setTimeout(() => {
           log.line(label, 'Connect-Timeout-Ms elapsed: SIGKILL pid', proc.pid);
           try { process.kill(proc.pid, 'SIGKILL'); } catch { /* already gone */ }
-          s.finish(new RpcError('deadline_exceeded', 'the operation timed out'));
-        },
+        }, timeoutMs);
+      }
+      stream.attach(proc, {
+        keepaliveS, timeoutMs,
+        onTimeout: (s) => s.finish(new RpcError('deadline_exceeded', 'the operation timed out')),
       });
     } else {
       const proc = selectProcess(msg.process);
@@ -673,8 +678,10 @@ async function handle(req, res) {
   if (method === 'Start' || method === 'Connect') return handleServerStream(req, res, method, label);
   if (method === 'StreamInput') return handleStreamInput(req, res);
   if (method === 'CloseStdin' && !versionAtLeast(envdVersion, '0.5.2')) {
+    // envd before 0.5.2 has no such route: its mux answers a plain 404.
     req.resume();
-    return sendRpcError(res, new RpcError('unimplemented', '404 page not found'));
+    res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' });
+    return res.end('404 page not found\n');
   }
   return handleUnary(req, res, method);
 }

@@ -635,10 +635,16 @@ async function handle(req, res) {
   const proto = req.httpVersionMajor === 2 ? 'h2' : 'h1';
   const label = `${proto} ${req.method} ${url.pathname}${url.search}`;
   res.on('finish', () => log.line(label, '->', res.statusCode));
+  let gone = false; // 'close' before the response is finished: the client left
+  res.on('close', () => { gone = true; });
   if (faults.roll('slow')) {
     const ms = faults.slowDelayMs();
     log.line(label, 'FAULT slow', ms, 'ms');
     await sleep(ms);
+    if (gone) {
+      log.line(label, 'client gone during the delay: request dropped');
+      return;
+    }
   }
   if (faults.roll('http5xx')) {
     const status = faults.status5xx();

@@ -246,6 +246,10 @@ async function handleUpgrade(req, socket, head) {
     const ms = faults.slowDelayMs();
     log.line(label, 'FAULT slow', ms, 'ms');
     await sleep(ms);
+    if (socket.destroyed) {
+      log.line(label, 'client gone during the delay: request dropped');
+      return;
+    }
   }
   if (faults.roll('http5xx')) {
     const code = faults.status5xx();

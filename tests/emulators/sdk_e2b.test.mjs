@@ -265,3 +265,87 @@ test('faults: seeded schedules are reproducible; bad specs are refused', async (
   }
   await assert.rejects(execFileP(process.execPath, [path.join(EMULATORS_DIR, 'e2b.mjs'), '--dir', '/tmp', '--faults', 'noclose=1']), (e) => e.code === 2);
 });
+
+test('bad requests get Connect errors, and a Connect stream deadline spares the process', async () => {
+  const emu = await startEmulator('e2b');
+  try {
+    const { info } = emu;
+    const token = await connectToken(info);
+    const stream = { 'x-access-token': token, 'content-type': 'application/connect+json' };
+    const unary = { 'x-access-token': token, 'content-type': 'application/json' };
+    const endError = async (body, headers = stream) => {
+      const r = await raw(info.url, { path: '/process.Process/Start', headers, body });
+      assert.equal(r.status, 200);
+      const m = parseEnvelopes(r.body).messages;
+      assert.equal(m.at(-1).flags, 2);
+      return m.at(-1).msg.error;
+    };
+    assert.equal((await raw(info.url, { path: '/process.Process/Start', headers: unary, body: startBody('true') })).status, 415);
+    assert.equal((await endError(Buffer.from([0, 0, 0, 0, 9, 0x7b]))).code, 'invalid_argument', 'short envelope');
+    assert.equal((await endError(Buffer.concat([Buffer.from([0, 0, 0, 0, 3]), Buffer.from('{x}')]))).code, 'invalid_argument', 'bad JSON');
+    assert.equal((await endError(envelope(0, { process: {} }))).code, 'invalid_argument', 'no cmd');
+    assert.equal((await endError(envelope(0, { process: { cmd: 'true', cwd: 'no/such/dir' } }))).code, 'invalid_argument', 'missing cwd');
+    assert.equal((await endError(envelope(0, { process: { cmd: 'no-such-binary-xyz' } }))).code, 'internal', 'cannot exec');
+    assert.equal((await endError(startBody('true'), { ...stream, 'connect-timeout-ms': 'soon' })).code, 'invalid_argument', 'bad timeout');
+
+    const badJson = await raw(info.url, { path: '/process.Process/SendInput', headers: unary, body: '{' });
+    assert.equal(badJson.status, 400);
+    assert.equal(JSON.parse(badJson.body).code, 'invalid_argument');
+    const unknown = await raw(info.url, { path: '/process.Process/SendInput', headers: unary, body: JSON.stringify({ process: { pid: 999999999 }, input: { stdin: '' } }) });
+    assert.equal(unknown.status, 404);
+    assert.equal(JSON.parse(unknown.body).code, 'not_found');
+
+    // A process without stdin, and a Connect stream with its own deadline.
+    let pid = 0;
+    const started = raw(info.url, {
+      path: '/process.Process/Start', headers: stream, body: startBody('sleep 3'),
+      onData: (b) => { pid = pid || parseEnvelopes(b).messages[0]?.msg.event.start.pid; },
+    });
+    await waitFor(() => pid > 0, { what: 'start event' });
+    const noStdin = await raw(info.url, { path: '/process.Process/SendInput', headers: unary, body: JSON.stringify({ process: { pid }, input: { stdin: 'YQ==' } }) });
+    assert.equal(JSON.parse(noStdin.body).code, 'failed_precondition');
+    const c = await raw(info.url, { path: '/process.Process/Connect', headers: { ...stream, 'connect-timeout-ms': '300' }, body: envelope(0, { process: { pid } }) });
+    const cm = parseEnvelopes(c.body).messages;
+    assert.equal(cm[0].msg.event.start.pid, pid);
+    assert.equal(cm.at(-1).msg.error.code, 'deadline_exceeded');
+    assert.ok(pidAlive(pid), 'a Connect deadline does not kill the process');
+    const s = parseEnvelopes((await started).body).messages;
+    assert.equal(s.at(-2).msg.event.end.exitCode, 0);
+  } finally {
+    await emu.stop();
+  }
+});
+
+test('fault cut over TLS h2 drops the connection; the emulator keeps serving', async () => {
+  const emu = await startEmulator('e2b', ['--tls', '--faults', 'cut=1']);
+  try {
+    const { info } = emu;
+    const http2 = await import('node:http2');
+    const ca = fs.readFileSync(info.ca);
+    const call = (p, headers, body) => new Promise((resolve) => {
+      const session = http2.connect(info.url, { ca });
+      session.on('error', () => {});
+      const req = session.request({ ':method': 'POST', ':path': p, ...headers });
+      const chunks = [];
+      let status = 0;
+      req.on('response', (h) => { status = h[':status']; });
+      req.on('data', (d) => chunks.push(d));
+      req.on('error', (error) => resolve({ status, body: Buffer.concat(chunks), error }));
+      req.on('close', () => { resolve({ status, body: Buffer.concat(chunks), rstCode: req.rstCode }); session.close(); });
+      req.end(body);
+    });
+    const conn = await call(`/v2/sandboxes/${info.sandbox}/connect`, { 'x-api-key': info.api_key, 'content-type': 'application/json' }, '{}');
+    assert.equal(conn.status, 200);
+    const token = JSON.parse(conn.body).envdAccessToken;
+    const r = await call('/process.Process/Start', { 'x-access-token': token, 'content-type': 'application/connect+json' }, startBody('echo hello'));
+    assert.equal(r.status, 200);
+    const { messages, rest } = parseEnvelopes(r.body);
+    assert.equal(messages.length, 1);
+    assert.ok(rest > 0, 'partial envelope');
+    assert.ok(r.error || r.rstCode, 'the stream must not end cleanly');
+    const again = await call(`/v2/sandboxes/${info.sandbox}/connect`, { 'x-api-key': info.api_key, 'content-type': 'application/json' }, '{}');
+    assert.equal(again.status, 200);
+  } finally {
+    await emu.stop();
+  }
+});

@@ -42,7 +42,11 @@
 // ends that stream); output produced while no stream is attached is dropped;
 // every attached stream gets every event; dropping a stream never kills the
 // process; SendSignal accepts SIGTERM/SIGKILL only and hits the one pid.
-// Keepalive events every Keepalive-Ping-Interval seconds (default 50).
+// Keepalive events every Keepalive-Ping-Interval seconds (default 50). The end
+// event comes once the process has exited AND its stdout/stderr pipes reached
+// EOF (a background grandchild holding them delays it, as envd's output
+// readers do); a signal death reports exitCode -1, exited false, status
+// "signal: killed" (Go's wording), and error = status for any failure.
 //
 // Faults (--faults SPEC, comma-separated; see lib/faults.mjs):
 //   seed=N      PRNG seed (default 1), reproducible per request order.
@@ -205,11 +209,15 @@ class Proc {
     };
     child.stdout.on('data', onData('stdout'));
     child.stderr.on('data', onData('stderr'));
+    // 'exit' comes first (the pid is reaped and may be reused); 'close' once
+    // the output pipes reach EOF, which is when envd reports the end.
+    this.exited = false;
+    child.on('exit', () => { this.exited = true; });
     child.on('close', (code, signal) => this.onClose(code, signal));
   }
 
   onClose(code, signal) {
-    procs.delete(this.pid);
+    if (procs.get(this.pid) === this) procs.delete(this.pid);
     clearTimeout(this.lifetime);
     const end = code !== null
       ? { exitCode: code, exited: true, status: `exit status ${code}` }
@@ -451,6 +459,8 @@ async function handleUnary(req, res, method) {
         const proc = selectProcess(msg.process);
         const sig = SIGNALS[msg.signal];
         if (!sig) throw new RpcError('invalid_argument', `invalid signal: ${JSON.stringify(msg.signal ?? null)}`);
+        // Never signal a reaped pid: the number may belong to someone else now.
+        if (proc.exited) throw new RpcError('not_found', `process with pid ${proc.pid} not found`);
         try { process.kill(proc.pid, sig); } catch (e) { throw new RpcError('internal', `error sending signal: ${e.code}`); }
         log.line('SendSignal', sig, 'pid', proc.pid);
         break;

@@ -159,6 +159,16 @@ test('wire: start event first, keepalive honoured, end event, end-stream; signal
     assert.equal(messages.at(-1).flags, 2);
     assert.deepEqual(messages.at(-1).msg, {});
 
+    // envs, cwd, HOME/TMPDIR inside the sandbox, stdin /dev/null unless asked.
+    fs.mkdirSync(path.join(emu.dir, 'sbx-test', 'home', 'sub'));
+    const e = await raw(info.url, {
+      path: '/process.Process/Start', headers: hdr,
+      body: envelope(0, { process: { cmd: '/bin/sh', args: ['-c', 'echo "$FOO|$(pwd)|$HOME|$TMPDIR|$(readlink /proc/self/fd/0)"'], envs: { FOO: 'bar' }, cwd: 'sub' } }),
+    });
+    const eOut = parseEnvelopes(e.body).messages.filter((m) => m.msg.event?.data).map((m) => Buffer.from(m.msg.event.data.stdout, 'base64')).join('');
+    const home = path.join(emu.dir, 'sbx-test', 'home');
+    assert.equal(eOut, `bar|${home}/sub|${home}|${path.join(emu.dir, 'sbx-test', 'tmp')}|/dev/null\n`);
+
     // Unknown pid on Connect: 200 and an end-stream error.
     const c = await raw(info.url, { path: '/process.Process/Connect', headers: hdr, body: envelope(0, { process: { pid: 999999999 } }) });
     const cm = parseEnvelopes(c.body).messages;

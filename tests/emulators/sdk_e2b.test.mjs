@@ -71,6 +71,7 @@ test('SDK over plain http: run, exit codes, stdin, reattach, kill, files', async
     assert.equal(summary.checks.length, 8);
     assert.match(emu.log(), /files wrote up\/octet\/all.bin octet-stream/);
     assert.match(emu.log(), /files wrote up\/multi\/all.bin multipart/);
+    assert.match(emu.log(), /files wrote up\/gz\/all.bin octet-stream gzip/);
     assert.doesNotMatch(emu.log(), /e2b_test|envd_[0-9a-f]{8}/, 'the log must not hold credentials');
   } finally {
     await emu.stop();

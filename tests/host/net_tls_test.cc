@@ -101,7 +101,6 @@ TEST_CASE("TLS: a certificate from another CA is a clear verify error naming the
     REQUIRE(!r.ok());
     CHECK(absl::IsUnavailable(r.status()));
     CHECK(Contains(r.status(), "TLS handshake with 127.0.0.1: certificate verify failed: "));
-    MESSAGE(std::string(r.status().message()));
   });
 }
 
@@ -172,7 +171,6 @@ TEST_CASE("TLS: bad trust or key material is refused by Make without quoting it"
   c = TryClient(io, "https://x.example", o);
   REQUIRE(!c.ok());
   CHECK(Contains(c.status(), "client key"));
-  MESSAGE(std::string(c.status().message()));
   o = {};
   o.tls.ca_file = "/nonexistent/ca.pem";
   c = TryClient(io, "https://x.example", o);
@@ -293,7 +291,6 @@ TEST_CASE("limits: an oversize body and an oversize head are errors, a malformed
     r = co_await client->Call(Req("GET", "/malformed"));
     REQUIRE(!r.ok());
     CHECK(ErrorCodeOf(r.status()) == ErrorCode::kProtocol);
-    MESSAGE(std::string(r.status().message()));
   });
 }
 
@@ -409,6 +406,71 @@ TEST_CASE("cancellation: Close ends a pending WebSocket Read, over TLS too") {
     CHECK(!m.ok());
     CHECK(Clock::now() - t0 < milliseconds(1000));
     CHECK(!(*ws)->close_code());
+  });
+}
+
+TEST_CASE("a refused WebSocket upgrade is an HttpError; a failed Open still gives the response") {
+  asio::io_context io;
+  TestServer server(io, [](Stream& s) -> asio::awaitable<void> {
+    boost::beast::flat_buffer buf;
+    while (std::optional<ServerRequest> req = co_await ReadRequest(s, buf)) {
+      if (req->target() == "/ws") {
+        co_await Respond(s, 401, R"({"message":"bad token"})", false, "application/json");
+        co_return;
+      }
+      co_await Respond(s, 500, "internal trouble\n");
+    }
+  });
+  auto client = MakeClient(io, server.url("http"));
+  Run(io, [&]() -> asio::awaitable<void> {
+    absl::StatusOr<std::unique_ptr<WebSocket>> ws =
+        co_await client->OpenWebSocket("/ws", Headers(), std::vector<std::string>());
+    REQUIRE(!ws.ok());
+    CHECK(absl::IsUnauthenticated(ws.status()));
+    CHECK(ws.status().message() == "WebSocket /ws: HTTP 401: bad token");
+    absl::StatusOr<std::unique_ptr<BodyStream>> s = co_await client->Open(Req("GET", "/fail"));
+    REQUIRE(s.ok());
+    CHECK((*s)->head().status == 500);
+    std::string body;
+    char buf[8];
+    for (;;) {
+      absl::StatusOr<std::size_t> n = co_await (*s)->ReadSome(buf);
+      REQUIRE(n.ok());
+      if (*n == 0) break;
+      body.append(buf, *n);
+    }
+    CHECK(body == "internal trouble\n");
+  });
+}
+
+TEST_CASE("concurrent Calls each get a connection; a cancelled Call is an error, not an exception") {
+  asio::io_context io;
+  TestServer server(io, [](Stream& s) -> asio::awaitable<void> {
+    boost::beast::flat_buffer buf;
+    while (std::optional<ServerRequest> req = co_await ReadRequest(s, buf)) {
+      if (req->target() == "/never") co_await Sleep(milliseconds(5000));
+      co_await Sleep(milliseconds(20));
+      co_await Respond(s, 200, std::string(req->target()));
+    }
+  });
+  auto client = MakeClient(io, server.url("http"));
+  Run(io, [&]() -> asio::awaitable<void> {
+    auto [a, b, c] = co_await (client->Call(Req("GET", "/a")) && client->Call(Req("GET", "/b")) &&
+                               client->Call(Req("GET", "/c")));
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    REQUIRE(c.ok());
+    CHECK(a->body + b->body + c->body == "/a/b/c");
+    CHECK(server.accepts() == 3);
+    // The three are idle now; the next calls reuse them.
+    CHECK((co_await client->Call(Req("GET", "/d"))).ok());
+    CHECK(server.accepts() == 3);
+    asio::steady_timer t(io, milliseconds(50));
+    auto raced = co_await (client->Call(Req("GET", "/never")) || t.async_wait(asio::as_tuple(asio::use_awaitable)));
+    CHECK(raced.index() == 1);
+    absl::StatusOr<Response> r = co_await client->Call(Req("GET", "/e"));
+    REQUIRE(r.ok());
+    CHECK(r->body == "/e");
   });
 }
 

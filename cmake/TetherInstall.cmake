@@ -11,11 +11,8 @@ install(TARGETS tether_protocol tether_host_core tether_host
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS tether RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/protocol/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/protocol
-        FILES_MATCHING PATTERN "*.h")
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/host/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/host
-        FILES_MATCHING PATTERN "*.h" PATTERN "cli" EXCLUDE)
-install(DIRECTORY ${PROJECT_BINARY_DIR}/protocol/gen/tether/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tether
+# Only the public headers (include/tether/); internals stay private.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/tether/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tether
         FILES_MATCHING PATTERN "*.h")
 
 set(_cfgdir ${CMAKE_INSTALL_LIBDIR}/cmake/tether)

@@ -11,6 +11,7 @@
 #                    nothing from the rest of host/ but the value types and
 #                    error codes (process_types.h, errors.h, wire_errors.h,
 #                    output_helpers.h)
+#   include/tether/  the public headers: only each other (no internals)
 #   host/            nothing from supervisor/
 set -uo pipefail
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -29,7 +30,9 @@ refuse() {  # refuse DIR REGEX WHY
 refuse protocol 'host/|supervisor/|tether/[a-z_]+\.h|boost/|sys/socket|sys/wait|unistd\.h|fcntl\.h' \
   'protocol has no I/O and depends on nothing above it'
 refuse supervisor 'host/|tether/[a-z_]+\.h' 'the supervisor depends on protocol only'
-refuse host/core 'boost/|sys/|unistd\.h|fcntl\.h|host/(internal|tunnel|cli|conformance)/|host/(process|transport|session|local_transport|command_transport|exec|providers|shell_setup|supervisor_binary|reference)\.h|supervisor/' \
+refuse host/core 'boost/|sys/|unistd\.h|fcntl\.h|host/(internal|tunnel|cli|conformance|net|native)/|host/(session|reference)\.h|tether/(process|transport|local_transport|command_transport|exec|providers|shell_setup|supervisor_binary)\.h|supervisor/' \
   'the host core is sans-I/O: value types and protocol only'
+refuse include/tether 'host/|protocol/|supervisor/|tether/protocol/' \
+  'public headers include only public headers (and absl, boost, the standard library)'
 refuse host 'supervisor/' 'the host never includes supervisor code'
 exit $bad

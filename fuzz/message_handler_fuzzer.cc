@@ -22,7 +22,7 @@
 #include <string>
 
 #include "fuzz/fuzz_util.h"
-#include "host/process.h"
+#include "tether/process.h"
 #include "tests/host/lying_supervisor.h"
 
 namespace {

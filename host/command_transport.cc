@@ -1,4 +1,4 @@
-#include "host/command_transport.h"
+#include "tether/command_transport.h"
 
 #include <boost/asio/use_awaitable.hpp>
 #include <optional>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "host/internal/spawn.h"
-#include "host/shell_setup.h"
+#include "tether/shell_setup.h"
 
 namespace tether {
 

@@ -1,11 +1,11 @@
-#include "host/exec.h"
+#include "tether/exec.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "host/output_helpers.h"
+#include "tether/output_helpers.h"
 
 namespace tether {
 

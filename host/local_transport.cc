@@ -1,4 +1,4 @@
-#include "host/local_transport.h"
+#include "tether/local_transport.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

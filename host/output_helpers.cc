@@ -1,4 +1,4 @@
-#include "host/output_helpers.h"
+#include "tether/output_helpers.h"
 
 #include <algorithm>
 

@@ -2,13 +2,13 @@
 // allows, hands its request to the protocol core or the session, and waits
 // on the state's condition (host/internal/process_state.h). Start and
 // Reopen are in process_start.cc.
-#include "host/process.h"
+#include "tether/process.h"
 
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "host/errors.h"
+#include "tether/errors.h"
 #include "host/internal/process_state.h"
 #include "host/reference.h"
 

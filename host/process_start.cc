@@ -13,11 +13,11 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "host/errors.h"
+#include "tether/errors.h"
 #include "host/internal/process_state.h"
 #include "host/internal/random.h"
 #include "host/reference.h"
-#include "host/supervisor_binary.h"
+#include "tether/supervisor_binary.h"
 
 namespace tether {
 

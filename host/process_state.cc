@@ -6,7 +6,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "host/errors.h"
+#include "tether/errors.h"
 #include "host/internal/process_state.h"
 
 namespace tether {

@@ -1,9 +1,9 @@
-#include "host/providers.h"
+#include "tether/providers.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "host/command_transport.h"
-#include "host/local_transport.h"
+#include "tether/command_transport.h"
+#include "tether/local_transport.h"
 
 namespace tether {
 namespace {

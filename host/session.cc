@@ -7,7 +7,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "host/errors.h"
+#include "tether/errors.h"
 #include "tether/protocol/version.h"
 
 namespace tether {

@@ -12,8 +12,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "host/errors.h"
-#include "host/transport.h"
+#include "tether/errors.h"
+#include "tether/transport.h"
 #include "protocol/envelope.h"
 
 namespace tether {

@@ -1,4 +1,4 @@
-#include "host/shell_setup.h"
+#include "tether/shell_setup.h"
 
 #include <algorithm>
 #include <vector>

@@ -1,5 +1,5 @@
 // The one mapping between the supervisor's wire::ErrorCode and the host's
-// absl::Status with its public ErrorCode attached (host/errors.h). Every
+// absl::Status with its public ErrorCode attached (include/tether/errors.h). Every
 // supervisor Error the host turns into a Status goes through here.
 //
 //   absl::Status st = StatusFromWire(env.error().code(), "supervisor: ...");
@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "host/errors.h"
+#include "tether/errors.h"
 #include "tether/protocol/tether.pb.h"
 
 namespace tether {

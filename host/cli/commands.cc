@@ -21,9 +21,9 @@
 #include "host/cli/interact.h"
 #include "host/cli/signals.h"
 #include "host/conformance/conformance.h"
-#include "host/errors.h"
-#include "host/process.h"
-#include "host/providers.h"
+#include "tether/errors.h"
+#include "tether/process.h"
+#include "tether/providers.h"
 #include "host/reference.h"
 
 namespace tether::cli {

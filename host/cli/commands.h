@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "host/providers.h"
+#include "tether/providers.h"
 
 namespace tether::cli {
 
@@ -35,7 +35,7 @@ void BlockJobSignals();
 // True when fd 1 was closed when tether started.
 bool StdoutWasClosed();
 
-// Which sandbox: a registered provider (host/providers.h) and its options.
+// Which sandbox: a registered provider (include/tether/providers.h) and its options.
 struct ProviderArgs {
   std::string provider = "local";
   ProviderFlags flags;  // --prefix 'ssh -T host', --arch, ... as given

@@ -18,7 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "host/cli/stdio.h"
-#include "host/providers.h"
+#include "tether/providers.h"
 
 namespace tether::cli {
 

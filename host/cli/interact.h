@@ -8,8 +8,8 @@
 #include "absl/status/status.h"
 #include "host/cli/commands.h"
 #include "host/cli/signals.h"
-#include "host/process.h"
-#include "host/transport.h"
+#include "tether/process.h"
+#include "tether/transport.h"
 
 namespace tether::cli {
 

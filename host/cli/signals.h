@@ -11,7 +11,7 @@
 #include <deque>
 
 #include "host/internal/condition.h"
-#include "host/process.h"
+#include "tether/process.h"
 
 namespace tether::cli {
 

@@ -5,7 +5,7 @@
 #include <boost/asio/awaitable.hpp>
 
 #include "absl/status/status.h"
-#include "host/transport.h"
+#include "tether/transport.h"
 
 namespace tether::conformance {
 

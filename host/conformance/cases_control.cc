@@ -16,8 +16,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "host/conformance/harness.h"
-#include "host/errors.h"
-#include "host/process.h"
+#include "tether/errors.h"
+#include "tether/process.h"
 #include "host/reference.h"
 #include "host/internal/forwarding_transport.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "host/transport.h"
+#include "tether/transport.h"
 
 namespace tether {
 

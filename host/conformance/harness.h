@@ -14,8 +14,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "host/process.h"
-#include "host/transport.h"
+#include "tether/process.h"
+#include "tether/transport.h"
 
 namespace tether::conformance {
 

@@ -4,8 +4,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "host/errors.h"
-#include "host/process_types.h"
+#include "tether/errors.h"
+#include "tether/process_types.h"
 
 namespace tether::core {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "host/errors.h"
-#include "host/output_helpers.h"
+#include "tether/errors.h"
+#include "tether/output_helpers.h"
 
 namespace tether::core {
 

@@ -17,7 +17,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "host/process_types.h"
+#include "tether/process_types.h"
 #include "tether/protocol/tether.pb.h"
 
 namespace tether::core {

@@ -1,7 +1,7 @@
 #include "host/core/process_core.h"
 
 #include "absl/strings/str_cat.h"
-#include "host/errors.h"
+#include "tether/errors.h"
 #include "protocol/envelope.h"
 
 namespace tether::core {

@@ -21,7 +21,7 @@
 #include "host/core/input_sender.h"
 #include "host/core/output_receiver.h"
 #include "host/core/requests.h"
-#include "host/process_types.h"
+#include "tether/process_types.h"
 #include "tether/protocol/tether.pb.h"
 
 namespace tether::core {

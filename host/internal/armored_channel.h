@@ -8,7 +8,7 @@
 
 #include <memory>
 
-#include "host/transport.h"
+#include "tether/transport.h"
 
 namespace tether::internal {
 

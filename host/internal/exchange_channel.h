@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "host/transport.h"
+#include "tether/transport.h"
 
 namespace tether::internal {
 

@@ -3,7 +3,7 @@
 // for tests and the conformance suite.
 #pragma once
 
-#include "host/transport.h"
+#include "tether/transport.h"
 
 namespace tether::internal {
 

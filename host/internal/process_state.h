@@ -15,7 +15,7 @@
 
 #include "host/core/process_core.h"
 #include "host/internal/condition.h"
-#include "host/process.h"
+#include "tether/process.h"
 #include "host/session.h"
 #include "host/tunnel/tunnel.h"
 

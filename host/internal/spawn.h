@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "host/transport.h"
+#include "tether/transport.h"
 
 namespace tether::internal {
 

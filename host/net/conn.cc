@@ -12,7 +12,7 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
-#include "host/errors.h"
+#include "tether/errors.h"
 #include "host/net/internal/client_impl.h"
 #include "host/net/internal/tls.h"
 

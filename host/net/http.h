@@ -19,7 +19,7 @@
 //   buffered Call by request_timeout. Streams, raw streams and WebSockets
 //   have no idle deadline of their own (a supervisor may be silent for
 //   hours) but honour Asio's per-operation cancellation (terminal) and
-//   Close(), as the Channel contract (host/transport.h) requires.
+//   Close(), as the Channel contract (include/tether/transport.h) requires.
 // - Limits are checked before allocation: a buffered body above max_body, a
 //   header block above 64 KiB, a WebSocket message above max_message are
 //   errors, never truncations.
@@ -28,7 +28,7 @@
 // - Errors are Status values, never exceptions: kUnavailable for a refused,
 //   reset or timed-out connection (a timeout names itself), kInvalidArgument
 //   for a bad URL or option, and a body or frame that breaks HTTP or
-//   WebSocket is an error with ErrorCode kProtocol attached (host/errors.h).
+//   WebSocket is an error with ErrorCode kProtocol attached (include/tether/errors.h).
 // - Header values a caller marks secret (Authorization, X-API-KEY, tokens)
 //   never appear in an error message: messages name the method, the path
 //   without its query, and the server's own message.

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "host/errors.h"
+#include "tether/errors.h"
 #include "host/net/internal/client_impl.h"
 
 namespace tether::net::internal {

@@ -11,7 +11,7 @@
 // not compress.
 #pragma once
 
-#include "host/transport.h"
+#include "tether/transport.h"
 
 namespace tether::tunnel {
 

@@ -4,7 +4,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "host/errors.h"
+#include "tether/errors.h"
 #include "host/tunnel/tunnels.h"
 #include "protocol/command_line.h"
 #include "protocol/envelope.h"

@@ -7,7 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "host/errors.h"
+#include "tether/errors.h"
 #include "host/internal/exchange_channel.h"
 #include "host/internal/random.h"
 #include "host/tunnel/tunnels.h"

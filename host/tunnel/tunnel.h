@@ -21,7 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "host/session.h"
-#include "host/transport.h"
+#include "tether/transport.h"
 #include "host/tunnel/choose.h"
 
 namespace tether::tunnel {

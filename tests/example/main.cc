@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <string>
 
-#include "host/local_transport.h"
-#include "host/process.h"
+#include "tether/local_transport.h"
+#include "tether/process.h"
 
 namespace asio = boost::asio;
 

@@ -1,7 +1,7 @@
-// The Channel contract (host/transport.h): what Process relies on when a
+// The Channel contract (include/tether/transport.h): what Process relies on when a
 // native channel cannot cancel an operation, exit statuses where the native
 // channel reports them, and the asynchronous close's default.
-#include "host/transport.h"
+#include "tether/transport.h"
 
 #include <doctest.h>
 

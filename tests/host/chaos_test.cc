@@ -27,9 +27,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "host/errors.h"
-#include "host/local_transport.h"
-#include "host/process.h"
+#include "tether/errors.h"
+#include "tether/local_transport.h"
+#include "tether/process.h"
 #include "tests/host/chaos_transport.h"
 #include "tests/host/proc_util.h"
 

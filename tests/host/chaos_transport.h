@@ -30,7 +30,7 @@
 #include <string>
 
 #include "host/internal/forwarding_transport.h"
-#include "host/transport.h"
+#include "tether/transport.h"
 
 namespace tether::testing {
 

@@ -2,7 +2,7 @@
 // native channel is a shell): arch detection, the private directory, the
 // sha256-checked content-addressed upload and its reuse, exact argv quoting,
 // and the supervisors embedded in the library.
-#include "host/command_transport.h"
+#include "tether/command_transport.h"
 
 #include <doctest.h>
 #include <stdlib.h>
@@ -22,9 +22,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "protocol/armor.h"
-#include "host/errors.h"
-#include "host/process.h"
-#include "host/supervisor_binary.h"
+#include "tether/errors.h"
+#include "tether/process.h"
+#include "tether/supervisor_binary.h"
 
 namespace tether {
 namespace {

@@ -3,7 +3,7 @@
 #include <doctest.h>
 
 #include "host/core/process_core.h"
-#include "host/errors.h"
+#include "tether/errors.h"
 #include "host/tunnel/choose.h"
 
 namespace tether {

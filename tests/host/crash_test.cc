@@ -31,10 +31,10 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "host/errors.h"
+#include "tether/errors.h"
 #include "host/internal/forwarding_transport.h"
-#include "host/local_transport.h"
-#include "host/process.h"
+#include "tether/local_transport.h"
+#include "tether/process.h"
 #include "tests/host/proc_util.h"
 
 namespace {

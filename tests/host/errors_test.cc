@@ -1,4 +1,4 @@
-#include "host/errors.h"
+#include "tether/errors.h"
 
 #include <doctest.h>
 

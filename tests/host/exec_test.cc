@@ -1,10 +1,10 @@
-#include "host/exec.h"
+#include "tether/exec.h"
 
 #include <doctest.h>
 
 #include <string>
 
-#include "host/output_helpers.h"
+#include "tether/output_helpers.h"
 #include "tests/host/test_util.h"
 
 namespace tether {

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "host/conformance/conformance.h"
-#include "host/local_transport.h"
+#include "tether/local_transport.h"
 #include "tests/host/hostile_transport.h"
 
 int main(int argc, char** argv) {

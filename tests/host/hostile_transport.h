@@ -20,7 +20,7 @@
 #include <string>
 
 #include "host/internal/forwarding_transport.h"
-#include "host/transport.h"
+#include "tether/transport.h"
 
 namespace tether::testing {
 

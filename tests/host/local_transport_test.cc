@@ -1,8 +1,8 @@
 // The local provider's channel: exact bytes both ways, EOF, and no SIGPIPE
 // for the embedding application when the command is gone.
-#include "host/local_transport.h"
+#include "tether/local_transport.h"
 #include "host/internal/forwarding_transport.h"
-#include "host/process.h"
+#include "tether/process.h"
 
 #include <doctest.h>
 #include <signal.h>

@@ -20,7 +20,7 @@
 #include <memory>
 #include <string>
 
-#include "host/transport.h"
+#include "tether/transport.h"
 #include "protocol/envelope.h"
 #include "protocol/frame.h"
 

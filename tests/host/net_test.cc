@@ -12,7 +12,7 @@
 #include <chrono>
 #include <filesystem>
 
-#include "host/errors.h"
+#include "tether/errors.h"
 #include "net_test_support.h"
 
 namespace tether::net {

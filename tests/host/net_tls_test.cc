@@ -7,7 +7,7 @@
 #include <boost/beast/websocket.hpp>
 #include <chrono>
 
-#include "host/errors.h"
+#include "tether/errors.h"
 #include "host/net/http.h"
 #include "net_test_support.h"
 

@@ -20,10 +20,10 @@
 #include <random>
 #include <string>
 
-#include "host/errors.h"
-#include "host/local_transport.h"
+#include "tether/errors.h"
+#include "tether/local_transport.h"
 #include "host/internal/forwarding_transport.h"
-#include "host/process.h"
+#include "tether/process.h"
 
 namespace tether::testing {
 

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "host/errors.h"
-#include "host/output_helpers.h"
+#include "tether/errors.h"
+#include "tether/output_helpers.h"
 #include "host/internal/forwarding_transport.h"
-#include "host/process.h"
+#include "tether/process.h"
 #include "tests/host/process_fixture.h"
 
 namespace tether {

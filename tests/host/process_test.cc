@@ -1,6 +1,6 @@
 // Integration tests of the process API: the local provider, the real
 // supervisor binary ($TETHER_SUPERVISOR_DIR), real child processes.
-#include "host/process.h"
+#include "tether/process.h"
 
 #include <doctest.h>
 #include <stdlib.h>
@@ -19,8 +19,8 @@
 #include <random>
 #include <string>
 
-#include "host/errors.h"
-#include "host/local_transport.h"
+#include "tether/errors.h"
+#include "tether/local_transport.h"
 #include "host/reference.h"
 #include "tests/host/process_fixture.h"
 

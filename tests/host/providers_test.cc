@@ -1,4 +1,4 @@
-#include "host/providers.h"
+#include "tether/providers.h"
 
 #include <doctest.h>
 
@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <string>
 
-#include "host/command_transport.h"
-#include "host/local_transport.h"
+#include "tether/command_transport.h"
+#include "tether/local_transport.h"
 
 namespace tether {
 namespace {

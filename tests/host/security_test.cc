@@ -14,7 +14,7 @@
 #include <new>
 
 #include "absl/strings/escaping.h"
-#include "host/errors.h"
+#include "tether/errors.h"
 #include "host/reference.h"
 #include "protocol/armor.h"
 #include "tests/host/process_fixture.h"

@@ -1,7 +1,7 @@
-// The shared probe and upload (host/shell_setup.h): the probe's parser on
+// The shared probe and upload (include/tether/shell_setup.h): the probe's parser on
 // good and hostile outputs, and both run through a plain Transport::Exec
 // (the local provider's), as any later provider would use them.
-#include "host/shell_setup.h"
+#include "tether/shell_setup.h"
 
 #include <doctest.h>
 #include <stdlib.h>
@@ -16,7 +16,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "host/local_transport.h"
+#include "tether/local_transport.h"
 
 namespace tether {
 namespace {

@@ -15,8 +15,8 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "host/local_transport.h"
-#include "host/process.h"
+#include "tether/local_transport.h"
+#include "tether/process.h"
 #include "tests/host/proc_util.h"
 
 namespace {

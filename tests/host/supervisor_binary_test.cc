@@ -1,4 +1,4 @@
-#include "host/supervisor_binary.h"
+#include "tether/supervisor_binary.h"
 
 #include <doctest.h>
 #include <stdlib.h>

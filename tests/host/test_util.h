@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <string>
 
-#include "host/local_transport.h"
+#include "tether/local_transport.h"
 
 namespace tether::testing {
 

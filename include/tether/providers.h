@@ -20,7 +20,7 @@
 #include <boost/asio/any_io_executor.hpp>
 
 #include "absl/status/statusor.h"
-#include "host/transport.h"
+#include "tether/transport.h"
 
 namespace tether {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "host/transport.h"
+#include "tether/transport.h"
 
 namespace tether {
 

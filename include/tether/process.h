@@ -46,8 +46,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "host/process_types.h"
-#include "host/transport.h"
+#include "tether/process_types.h"
+#include "tether/transport.h"
 
 namespace tether {
 

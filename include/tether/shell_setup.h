@@ -22,7 +22,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "host/transport.h"
+#include "tether/transport.h"
 
 namespace tether {
 

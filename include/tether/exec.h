@@ -20,7 +20,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "host/process.h"
+#include "tether/process.h"
 
 namespace tether {
 

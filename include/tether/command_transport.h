@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "host/shell_setup.h"  // ShellQuote
-#include "host/transport.h"
+#include "tether/shell_setup.h"  // ShellQuote
+#include "tether/transport.h"
 
 namespace tether {
 

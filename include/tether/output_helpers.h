@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "host/process_types.h"
+#include "tether/process_types.h"
 
 namespace tether {
 

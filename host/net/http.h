@@ -5,7 +5,8 @@
 //
 //   absl::StatusOr<net::Url> url = net::ParseUrl("https://api.example.com/v1");
 //   auto client = net::Client::Make(ex, {.url = *url});
-//   absl::StatusOr<net::Response> r = co_await (*client)->Call({.method = "GET", .target = "/x"});
+//   net::Request req{.method = "GET", .target = "/x"};
+//   absl::StatusOr<net::Response> r = co_await (*client)->Call(std::move(req));
 //   if (r.ok() && !net::IsSuccess(*r)) return net::HttpError(*r, "GET /x");
 //
 // (g++ 12: build a Request as a named variable, not as a braced aggregate
@@ -36,9 +37,10 @@
 //   or WebSocket is an error with ErrorCode kProtocol attached (host/errors.h).
 // - A Client and everything it returns are used from its executor's one
 //   thread (an io_context run by one thread, or a strand).
-// - Header values a caller marks secret (Authorization, X-API-KEY, tokens)
-//   never appear in an error message: messages name the method, the path
-//   without its query, and the server's own message.
+// - No header value (Authorization, X-API-KEY, tokens) and no query string
+//   ever appears in an error message: messages name the method, the path
+//   without its query, and the server's own message (quoted as sent: a
+//   server that echoes a credential back would show it).
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -177,7 +179,8 @@ class WebSocket {
   virtual std::string_view subprotocol() const = 0;  // as the server chose it
   // The next whole message; kUnavailable with the close code and reason
   // once the peer closed (close_code() then says which). One Read and one
-  // Write may be pending at a time.
+  // Write may be pending at a time. A cancelled Read loses nothing (the
+  // next Read gets the message); a cancelled Write closes the WebSocket.
   virtual boost::asio::awaitable<absl::StatusOr<WebSocketMessage>> Read() = 0;
   virtual boost::asio::awaitable<absl::Status> Write(std::string_view data, bool binary = true) = 0;
   // The close handshake, bounded by connect_timeout; then as Close().

@@ -241,6 +241,37 @@ TEST_CASE("Call reads a chunked response, Open streams one in pieces") {
   });
 }
 
+TEST_CASE("large bodies arrive whole, buffered and streamed") {
+  asio::io_context io;
+  const std::string big = [] {
+    std::string b(3 << 20, '\0');
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<char>('a' + i % 23);
+    return b;
+  }();
+  TestServer server(io, [&big](Stream& s) -> asio::awaitable<void> {
+    boost::beast::flat_buffer buf;
+    while (std::optional<ServerRequest> req = co_await ReadRequest(s, buf)) {
+      if (req->target() == "/echo") {
+        co_await Respond(s, 200, req->body());
+      } else {
+        co_await Respond(s, 200, big);
+      }
+    }
+  });
+  auto client = MakeClient(io, server.url("http"));
+  Run(io, [&]() -> asio::awaitable<void> {
+    absl::StatusOr<Response> r = co_await client->Call(Req("GET", "/big"));
+    REQUIRE(r.ok());
+    CHECK(r->body == big);
+    r = co_await client->Call(Req("PUT", "/echo", big));
+    REQUIRE(r.ok());
+    CHECK(r->body == big);
+    absl::StatusOr<std::unique_ptr<BodyStream>> s = co_await client->Open(Req("GET", "/big"));
+    REQUIRE(s.ok());
+    CHECK(co_await ReadAll(**s, 10000) == big);
+  });
+}
+
 TEST_CASE("Begin sends a chunked request body and reads the response as a stream") {
   asio::io_context io;
   std::string got_te;

@@ -213,10 +213,11 @@ using ServerRequest = http::request<http::string_body>;
 
 // Reads one request; nullopt at EOF.
 inline asio::awaitable<std::optional<ServerRequest>> ReadRequest(Stream& s, boost::beast::flat_buffer& buf) {
-  ServerRequest req;
-  auto [ec, n] = co_await http::async_read(s, buf, req, asio::as_tuple(asio::use_awaitable));
+  http::request_parser<http::string_body> parser;
+  parser.body_limit(boost::none);
+  auto [ec, n] = co_await http::async_read(s, buf, parser, asio::as_tuple(asio::use_awaitable));
   if (ec) co_return std::nullopt;
-  co_return req;
+  co_return parser.release();
 }
 
 inline asio::awaitable<void> Respond(Stream& s, int status, std::string body, bool keep_alive = true,

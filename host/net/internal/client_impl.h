@@ -32,6 +32,8 @@ namespace http = boost::beast::http;
 inline constexpr std::size_t kMaxHeaderBytes = 64 * 1024;
 // The read buffer holds a whole response head plus what arrived with it.
 inline constexpr std::size_t kReadBufferBytes = kMaxHeaderBytes + 16 * 1024;
+// One socket read of a response (head or body) at most this much.
+inline constexpr std::size_t kReadChunkBytes = 32 * 1024;
 // A non-2xx body read for its message (Upgrade, WebSocket refusals).
 inline constexpr std::size_t kMaxErrorBodyBytes = 64 * 1024;
 
@@ -42,7 +44,10 @@ using HttpRequest = http::request<http::string_body>;
 // and a resolver while it connects. Close() ends every pending operation.
 struct Conn {
   Conn(const boost::asio::any_io_executor& ex, boost::asio::ssl::context* tls)
-      : stream(tls ? Stream(ex, *tls) : Stream(ex)), buffer(kReadBufferBytes) {}
+      : stream(tls ? Stream(ex, *tls) : Stream(ex)), buffer(kReadBufferBytes) {
+    // Beast reads what the buffer has room for (512 bytes when empty).
+    buffer.reserve(kReadChunkBytes);
+  }
   Stream stream;
   boost::beast::flat_buffer buffer;
   std::optional<boost::asio::ip::tcp::resolver> resolver;

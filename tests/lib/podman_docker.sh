@@ -1,0 +1,114 @@
+# Sourced by tests and benchmarks: a real container engine serving Docker's
+# Engine API, private to the caller. Podman (Debian's, with runc and
+# cgroupfs: see /work/shared/TOOLCHAIN.md) runs with its own storage root,
+# run root and tmp dir under $1, so nothing touches the machine's podman
+# state; the container has no network (no bridge, no firewall rules).
+#
+#   source tests/lib/podman_docker.sh
+#   start_podman_docker "$work" || exit $?    # 77: podman cannot run containers here
+#   trap stop_podman_docker EXIT              # (or call it from your own cleanup)
+#
+# sets
+#   podman_cmd      podman with the private root (add a subcommand); one
+#                   line of words without quotes (usable as a --prefix)
+#   podman_ctr      the running container's name (busybox, `sleep` as pid 1)
+#   podman_image    the busybox image it runs
+#   docker_sock     the API's Unix socket; docker_host=unix://$docker_sock
+#   podman_service_pid
+#
+# The busybox root file system tar is cached (keyed by busybox's sha256) in
+# $TETHER_PODMAN_CACHE (default /tmp/tether-podman-cache-UID); importing it
+# into the private root takes about half a second.
+
+_podman_docker_work=
+podman_service_pid=
+
+_podman_rootfs_tar() {
+  local cache=${TETHER_PODMAN_CACHE:-/tmp/tether-podman-cache-$(id -u)} busybox hash tmp c
+  busybox=$(command -v busybox) || return 1
+  hash=$(sha256sum "$busybox" | cut -c1-16)
+  podman_image=localhost/tether-busybox:$hash
+  _podman_tar=$cache/busybox-rootfs-$hash.tar
+  [[ -s $_podman_tar ]] && return 0
+  mkdir -p "$cache" && chmod 700 "$cache" || return 1
+  tmp=$(mktemp -d "$cache/build-XXXXXX") || return 1
+  mkdir -p "$tmp/rootfs/bin" "$tmp/rootfs/tmp" "$tmp/rootfs/etc"
+  cp "$busybox" "$tmp/rootfs/bin/busybox"
+  chmod 1777 "$tmp/rootfs/tmp"
+  for c in sh cat head tail uname id mkdir chmod mv cp cut sha256sum base64 rm sleep kill printf \
+           ls ln echo test true false env wc dd stat readlink tr sed grep ps; do
+    ln -s busybox "$tmp/rootfs/bin/$c"
+  done
+  echo 'root:x:0:0:root:/root:/bin/sh' > "$tmp/rootfs/etc/passwd"
+  echo 'root:x:0:' > "$tmp/rootfs/etc/group"
+  tar -C "$tmp/rootfs" -cf "$tmp/rootfs.tar" . && mv -f "$tmp/rootfs.tar" "$_podman_tar"
+  local rc=$?
+  rm -rf "$tmp"
+  return $rc
+}
+
+# start_podman_docker WORK: returns 0, 77 (cannot here) or 1 (a failure).
+start_podman_docker() {
+  local work=$1 i
+  _podman_docker_work=$work
+  command -v podman >/dev/null && command -v runc >/dev/null && command -v busybox >/dev/null ||
+    { echo "skipped: needs podman, runc and busybox (apt-get install podman runc busybox-static)" >&2; return 77; }
+  _podman_rootfs_tar || { echo "cannot build the busybox root file system tar" >&2; return 1; }
+  local p=$work/podman
+  mkdir -p "$p/storage" "$p/run" "$p/tmp" "$p/xdg"
+  chmod 700 "$p/xdg"
+  # A private, empty containers.conf: the machine's own settings do not leak
+  # in. (Set for podman only: the caller's environment is left alone.)
+  : > "$p/containers.conf"
+  podman_cmd="env XDG_RUNTIME_DIR=$p/xdg CONTAINERS_CONF=$p/containers.conf podman --root $p/storage --runroot $p/run --tmpdir $p/tmp --runtime runc --cgroup-manager=cgroupfs --events-backend=file"
+  if ! $podman_cmd image exists "$podman_image" 2>/dev/null; then
+    $podman_cmd import -q "$_podman_tar" "$podman_image" >"$p/import.log" 2>&1 ||
+      { echo "skipped: podman cannot import an image here: $(tail -3 "$p/import.log")" >&2; return 77; }
+  fi
+  podman_ctr=tether-$$-$RANDOM
+  # (The machine's hard RLIMIT_NOFILE is 20000: runc must not ask for more.)
+  if ! $podman_cmd run -d --name "$podman_ctr" --network none \
+        --ulimit nofile=20000:20000 --ulimit nproc=4096:4096 \
+        "$podman_image" sleep 1000000 >"$p/run.log" 2>&1; then
+    echo "skipped: podman cannot run a container here: $(tail -3 "$p/run.log")" >&2
+    $podman_cmd rm -f -t 0 "$podman_ctr" >/dev/null 2>&1
+    podman_ctr=
+    return 77
+  fi
+  docker_sock=$p/docker.sock
+  docker_host=unix://$docker_sock
+  $podman_cmd system service --time=0 "$docker_host" >"$p/service.log" 2>&1 &
+  podman_service_pid=$!
+  for i in $(seq 1 100); do
+    [[ $(curl -s --max-time 2 --unix-socket "$docker_sock" http://d/_ping 2>/dev/null) == OK ]] && return 0
+    kill -0 "$podman_service_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "the podman API service did not answer GET /_ping: $(tail -5 "$p/service.log")" >&2
+  return 1
+}
+
+# Removes the container and the image store and stops the service
+# (idempotent).
+stop_podman_docker() {
+  [[ -n $_podman_docker_work ]] || return 0
+  if [[ -n ${podman_ctr:-} ]]; then
+    $podman_cmd rm -f -t 0 "$podman_ctr" >/dev/null 2>&1 || true
+    podman_ctr=
+  fi
+  if [[ -n $podman_service_pid ]]; then
+    kill "$podman_service_pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$podman_service_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$podman_service_pid" 2>/dev/null || true
+    wait "$podman_service_pid" 2>/dev/null || true
+    podman_service_pid=
+  fi
+  # Nothing is left mounted once the container is gone; unmount whatever is
+  # (a container that refused to go) before the tree is removed.
+  local m
+  while read -r _ m _; do
+    case $m in "$_podman_docker_work"/podman/*) umount -l "$m" 2>/dev/null || true ;; esac
+  done < /proc/mounts
+  rm -rf "$_podman_docker_work/podman"
+  _podman_docker_work=
+}

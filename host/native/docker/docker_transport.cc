@@ -4,7 +4,6 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 #include <algorithm>
@@ -122,11 +121,6 @@ asio::awaitable<void> RunCall(std::shared_ptr<net::Client> client, net::Request 
                               std::shared_ptr<PendingCall> p) {
   p->result = co_await client->Call(std::move(request));
   p->done.expires_at(asio::steady_timer::time_point::min());
-}
-
-asio::awaitable<bool> Cancelled() {
-  asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
-  co_return cs.cancelled() != asio::cancellation_type::none;
 }
 
 // The exec's stdio: a raw stream carrying stdcopy frames from the engine

@@ -16,6 +16,12 @@
 #   docker_sock     the API's Unix socket; docker_host=unix://$docker_sock
 #   podman_service_pid
 #
+# A static (musl) supervisor runs in the bare busybox container. When the
+# one tether will install ($TETHER_SUPERVISOR_DIR/tether-supervisor-ARCH) is
+# dynamically linked (a build with TETHER_MUSL_SUPERVISORS=OFF), the host's
+# /usr/lib and /lib64 are mounted read-only into the container so that it
+# can run there too.
+#
 # The busybox root file system tar is cached (keyed by busybox's sha256) in
 # $TETHER_PODMAN_CACHE (default /tmp/tether-podman-cache-UID); importing it
 # into the private root takes about half a second.
@@ -66,8 +72,14 @@ start_podman_docker() {
       { echo "skipped: podman cannot import an image here: $(tail -3 "$p/import.log")" >&2; return 77; }
   fi
   podman_ctr=tether-$$-$RANDOM
+  local -a libs=()
+  local sup=${TETHER_SUPERVISOR_DIR:-}/tether-supervisor-$(uname -m)
+  if [[ -n ${TETHER_SUPERVISOR_DIR:-} && -f $sup ]] && LC_ALL=C grep -qa 'ld-linux' "$sup"; then
+    libs=(-v /usr/lib:/usr/lib:ro)
+    [[ -e /lib64 ]] && libs+=(-v "$(readlink -f /lib64):/lib64:ro")
+  fi
   # (The machine's hard RLIMIT_NOFILE is 20000: runc must not ask for more.)
-  if ! $podman_cmd run -d --name "$podman_ctr" --network none \
+  if ! $podman_cmd run -d --name "$podman_ctr" --network none "${libs[@]}" \
         --ulimit nofile=20000:20000 --ulimit nproc=4096:4096 \
         "$podman_image" sleep 1000000 >"$p/run.log" 2>&1; then
     echo "skipped: podman cannot run a container here: $(tail -3 "$p/run.log")" >&2
@@ -88,14 +100,29 @@ start_podman_docker() {
   return 1
 }
 
-# Removes the container and the image store and stops the service
+# Waits (up to 5 s, then kills) for the processes that still use the
+# private root: conmon and the `podman container cleanup` it runs when a
+# container or exec ends, which come late and mount the storage again.
+_podman_wait_stragglers() {
+  local root=$1 d i
+  local -a pids
+  for i in $(seq 1 60); do
+    pids=()
+    for d in /proc/[0-9]*; do
+      [[ ${d#/proc/} -eq $$ || ${d#/proc/} -eq $BASHPID ]] && continue
+      grep -qsF -- "$root" "$d/cmdline" 2>/dev/null && pids+=("${d#/proc/}")
+    done
+    [[ ${#pids[@]} -eq 0 ]] && return 0
+    [[ $i -ge 50 ]] && kill -9 "${pids[@]}" 2>/dev/null
+    sleep 0.1
+  done
+}
+
+# Stops the service, removes the container and the whole private root
 # (idempotent).
 stop_podman_docker() {
   [[ -n $_podman_docker_work ]] || return 0
-  if [[ -n ${podman_ctr:-} ]]; then
-    $podman_cmd rm -f -t 0 "$podman_ctr" >/dev/null 2>&1 || true
-    podman_ctr=
-  fi
+  local p=$_podman_docker_work/podman m
   if [[ -n $podman_service_pid ]]; then
     kill "$podman_service_pid" 2>/dev/null || true
     for _ in $(seq 1 50); do kill -0 "$podman_service_pid" 2>/dev/null || break; sleep 0.1; done
@@ -103,12 +130,21 @@ stop_podman_docker() {
     wait "$podman_service_pid" 2>/dev/null || true
     podman_service_pid=
   fi
-  # Nothing is left mounted once the container is gone; unmount whatever is
-  # (a container that refused to go) before the tree is removed.
-  local m
-  while read -r _ m _; do
-    case $m in "$_podman_docker_work"/podman/*) umount -l "$m" 2>/dev/null || true ;; esac
-  done < /proc/mounts
-  rm -rf "$_podman_docker_work/podman"
+  _podman_wait_stragglers "$p/storage"
+  if [[ -n ${podman_ctr:-} ]]; then
+    $podman_cmd rm -f -t 0 "$podman_ctr" >/dev/null 2>&1 || true
+    podman_ctr=
+  fi
+  _podman_wait_stragglers "$p/storage"
+  # Whatever is still mounted under the root (the storage's own bind mount,
+  # a container that refused to go) is unmounted before the tree goes.
+  for _ in 1 2 3; do
+    while read -r _ m _; do
+      case $m in "$p"/*) umount -l "$m" 2>/dev/null || true ;; esac
+    done < /proc/mounts
+    rm -rf "$p" 2>/dev/null && break
+    sleep 0.2
+  done
+  [[ ! -e $p ]] || echo "stop_podman_docker: could not remove $p" >&2
   _podman_docker_work=
 }

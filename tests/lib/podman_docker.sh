@@ -100,20 +100,17 @@ start_podman_docker() {
   return 1
 }
 
-# Waits (up to 5 s, then kills) for the processes that still use the
-# private root: conmon and the `podman container cleanup` it runs when a
-# container or exec ends, which come late and mount the storage again.
+# Waits (1 s, then kills them) for the processes that still use the
+# private root once the container is gone: conmon (exec sessions' conmons
+# outlive their container for several seconds) and the `podman container
+# cleanup` it runs, which would mount the storage again.
 _podman_wait_stragglers() {
-  local root=$1 d i
+  local root=$1 i
   local -a pids
   for i in $(seq 1 60); do
-    pids=()
-    for d in /proc/[0-9]*; do
-      [[ ${d#/proc/} -eq $$ || ${d#/proc/} -eq $BASHPID ]] && continue
-      grep -qsF -- "$root" "$d/cmdline" 2>/dev/null && pids+=("${d#/proc/}")
-    done
+    mapfile -t pids < <(pgrep -f -- "$root" || true)
     [[ ${#pids[@]} -eq 0 ]] && return 0
-    [[ $i -ge 50 ]] && kill -9 "${pids[@]}" 2>/dev/null
+    [[ $i -ge 10 ]] && kill -9 "${pids[@]}" 2>/dev/null
     sleep 0.1
   done
 }
@@ -125,12 +122,15 @@ stop_podman_docker() {
   local p=$_podman_docker_work/podman m
   if [[ -n $podman_service_pid ]]; then
     kill "$podman_service_pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do kill -0 "$podman_service_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$podman_service_pid" 2>/dev/null || true
+    # (Our child: `wait` reaps it; a kill -0 loop would see the zombie.)
+    # The watchdog's `wait` is interruptible, so killing it ends it at once.
+    ( trap 'exit 0' TERM; sleep 5 & wait $!; kill -9 "$podman_service_pid" 2>/dev/null ) >/dev/null 2>&1 &
+    local killer=$!
     wait "$podman_service_pid" 2>/dev/null || true
+    kill "$killer" 2>/dev/null
+    wait "$killer" 2>/dev/null
     podman_service_pid=
   fi
-  _podman_wait_stragglers "$p/storage"
   if [[ -n ${podman_ctr:-} ]]; then
     $podman_cmd rm -f -t 0 "$podman_ctr" >/dev/null 2>&1 || true
     podman_ctr=

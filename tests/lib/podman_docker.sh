@@ -32,7 +32,8 @@ podman_service_pid=
 _podman_rootfs_tar() {
   local cache=${TETHER_PODMAN_CACHE:-/tmp/tether-podman-cache-$(id -u)} busybox hash tmp c
   busybox=$(command -v busybox) || return 1
-  hash=$(sha256sum "$busybox" | cut -c1-16)
+  # (v2: the recipe below; bump it when the recipe changes)
+  hash=v2-$(sha256sum "$busybox" | cut -c1-16)
   podman_image=localhost/tether-busybox:$hash
   _podman_tar=$cache/busybox-rootfs-$hash.tar
   [[ -s $_podman_tar ]] && return 0
@@ -41,9 +42,9 @@ _podman_rootfs_tar() {
   mkdir -p "$tmp/rootfs/bin" "$tmp/rootfs/tmp" "$tmp/rootfs/etc"
   cp "$busybox" "$tmp/rootfs/bin/busybox"
   chmod 1777 "$tmp/rootfs/tmp"
-  for c in sh cat head tail uname id mkdir chmod mv cp cut sha256sum base64 rm sleep kill printf \
-           ls ln echo test true false env wc dd stat readlink tr sed grep ps; do
-    ln -s busybox "$tmp/rootfs/bin/$c"
+  # Every applet (sh, cat, seq, pwd, ...) as a link, as a busybox image has.
+  for c in $("$busybox" --list); do
+    [[ $c == busybox || -e $tmp/rootfs/bin/$c ]] || ln -s busybox "$tmp/rootfs/bin/$c"
   done
   echo 'root:x:0:0:root:/root:/bin/sh' > "$tmp/rootfs/etc/passwd"
   echo 'root:x:0:' > "$tmp/rootfs/etc/group"

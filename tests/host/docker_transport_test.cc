@@ -211,6 +211,33 @@ TEST_CASE("a cancelled read completes promptly and loses nothing") {
   });
 }
 
+TEST_CASE("a channel abandoned with output pending does not leave its command running") {
+  if (!HaveEngine()) return;
+  Run([](asio::io_context& io) -> awaitable<void> {
+    auto t = MakeDockerTransport(io.get_executor(), Options());
+    REQUIRE(t.ok());
+    // (Podman stops draining an exec whose client went away: without the
+    // transport's reaping this cat would block on its stdout forever.)
+    // (Found by its exact command line: a command that execs another one,
+    // as `sh -c 'exec cat'`, is out of reach; the supervisor's bridge does not.)
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await (*t)->Exec(Argv("/bin/cat"));
+    REQUIRE(ch.ok());
+    auto done = std::make_shared<std::optional<absl::Status>>();
+    asio::co_spawn(io, WriteAll(ch->get(), std::string(4 << 20, 'x'), done), asio::detached);
+    asio::steady_timer timer(io, 500ms);
+    co_await timer.async_wait(kNoThrow);
+    (*ch)->Close();
+    while (!done->has_value()) {
+      timer.expires_after(1ms);
+      co_await timer.async_wait(kNoThrow);
+    }
+    ch->reset();
+    Result r = co_await RunCommand(**t, Sh("ps -o pid,args | grep -c '[/]bin/cat$' || true"), "");
+    REQUIRE(r.status.ok());
+    CHECK(r.out == "0\n");
+  });
+}
+
 TEST_CASE("a missing container is kNotFound naming it") {
   if (!HaveEngine()) return;
   Run([](asio::io_context& io) -> awaitable<void> {

@@ -19,8 +19,8 @@
 # A static (musl) supervisor runs in the bare busybox container. When the
 # one tether will install ($TETHER_SUPERVISOR_DIR/tether-supervisor-ARCH) is
 # dynamically linked (a build with TETHER_MUSL_SUPERVISORS=OFF), the host's
-# /usr/lib and /lib64 are mounted read-only into the container so that it
-# can run there too.
+# /usr/lib, /lib and /lib64 are mounted read-only into the container so that
+# it can run there too.
 #
 # The busybox root file system tar is cached (keyed by busybox's sha256) in
 # $TETHER_PODMAN_CACHE (default /tmp/tether-podman-cache-UID); importing it
@@ -76,7 +76,9 @@ start_podman_docker() {
   local -a libs=()
   local sup=${TETHER_SUPERVISOR_DIR:-}/tether-supervisor-$(uname -m)
   if [[ -n ${TETHER_SUPERVISOR_DIR:-} && -f $sup ]] && LC_ALL=C grep -qa 'ld-linux' "$sup"; then
-    libs=(-v /usr/lib:/usr/lib:ro)
+    # (merged /usr: /lib and /lib64 are links into /usr, and the loader's
+    # own link is absolute, through /lib)
+    libs=(-v "$(readlink -f /usr/lib):/usr/lib:ro" -v "$(readlink -f /lib):/lib:ro")
     [[ -e /lib64 ]] && libs+=(-v "$(readlink -f /lib64):/lib64:ro")
   fi
   # (The machine's hard RLIMIT_NOFILE is 20000: runc must not ask for more.)

@@ -42,6 +42,8 @@ constexpr std::size_t kUploadPiece = 64 * 1024;  // one chunk of an archive uplo
 constexpr int kExitPolls = 100;
 constexpr std::chrono::milliseconds kExitPollInterval{20};
 constexpr std::size_t kMaxCertBytes = 1 << 20;  // a PEM file from DOCKER_CERT_PATH
+// How long an Exec waits for abandoned commands to be ended first.
+constexpr std::chrono::milliseconds kReapWait{3000};
 
 // The sandbox's sha256sum, from coreutils or busybox (as shell_setup.cc).
 constexpr char kSha256[] =
@@ -199,7 +201,17 @@ class DockerChannel final : public Channel {
     raw_->Close();
     if (pending_) pending_->done.cancel();
     poll_timer_.cancel();
+    // Closed before its end: the engine may leave the command running with
+    // its output undrained (podman does when the client goes away while
+    // output is pending), so the transport ends it (see Reap).
+    if (!eof_ && on_abandon_) {
+      std::function<void()> f = std::move(on_abandon_);
+      f();
+    }
   }
+
+  // Called once when the channel is closed before the stream's end.
+  void set_on_abandon(std::function<void()> f) { on_abandon_ = std::move(f); }
 
   std::optional<int> exit_code() const override { return exit_code_; }
 
@@ -290,6 +302,7 @@ class DockerChannel final : public Channel {
   bool exit_checked_ = false;
   int polls_ = 0;
   std::optional<int> exit_code_;
+  std::function<void()> on_abandon_;
   std::shared_ptr<PendingCall> pending_;  // the exit status call being awaited
   asio::steady_timer poll_timer_;         // between exit status calls
 };
@@ -324,6 +337,22 @@ class DockerTransport final : public Transport {
   }
 
   asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
+    // A command abandoned just before (a cut attachment's bridge) is ended
+    // first, so that its successor does not find the process still held.
+    asio::steady_timer wait(ex_);
+    for (auto until = std::chrono::steady_clock::now() + kReapWait;
+         reaping_ > 0 && std::chrono::steady_clock::now() < until;) {
+      wait.expires_after(std::chrono::milliseconds(20));
+      auto [ec] = co_await wait.async_wait(kNoThrow);
+      if (ec) co_return absl::CancelledError("docker: exec cancelled");
+    }
+    co_return co_await ExecNow(std::move(argv));
+  }
+
+ private:
+  // `reap`: end the command if its channel is abandoned (not for Reap's own).
+  asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> ExecNow(std::vector<std::string> argv,
+                                                                    bool reap = true) {
     if (argv.empty()) co_return absl::InvalidArgumentError("docker: exec: empty argv");
     json::object create;
     create["AttachStdin"] = true;
@@ -363,8 +392,46 @@ class DockerTransport final : public Transport {
       co_return absl::Status(st.code(), absl::StrCat("docker: starting an exec in container '", engine_->container,
                                                      "' at ", engine_->where, ": ", st.message()));
     }
-    co_return std::unique_ptr<Channel>(new DockerChannel(ex_, engine_, exec_id, *std::move(raw)));
+    auto ch = std::make_unique<DockerChannel>(ex_, engine_, exec_id, *std::move(raw));
+    if (!reap) co_return std::unique_ptr<Channel>(std::move(ch));
+    std::weak_ptr<Transport> weak = weak_from_this();
+    ch->set_on_abandon([weak, argv = std::move(argv)]() mutable {
+      if (std::shared_ptr<Transport> t = weak.lock()) static_cast<DockerTransport&>(*t).Abandoned(std::move(argv));
+    });
+    co_return std::unique_ptr<Channel>(std::move(ch));
   }
+
+  // The Engine API cannot kill an exec. An abandoned one is found inside the
+  // container as a process the engine started (parent pid 0 in the
+  // container's namespace, not pid 1) whose command line is exactly argv,
+  // and killed: what closing a local channel does to its bridge. (The
+  // supervisor's daemon is never such a process: it has a parent.)
+  void Abandoned(std::vector<std::string> argv) {
+    ++reaping_;
+    asio::co_spawn(ex_, Reap(std::static_pointer_cast<DockerTransport>(shared_from_this()), std::move(argv)),
+                   asio::detached);
+  }
+
+  static asio::awaitable<void> Reap(std::shared_ptr<DockerTransport> self, std::vector<std::string> argv) {
+    std::string cmdline;
+    for (const std::string& a : argv) absl::StrAppend(&cmdline, a, std::string(1, '\0'));
+    const std::string script = absl::StrCat(
+        kSha256, "h=", protocol::Sha256Hex(cmdline), "; for d in /proc/[0-9]*; do p=${d#/proc/}; ",
+        "if [ \"$p\" = 1 ] || [ \"$p\" = $$ ]; then continue; fi; pp=; ",
+        "while read -r k v; do if [ \"$k\" = PPid: ]; then pp=$v; break; fi; done 2>/dev/null < \"$d/status\"; ",
+        "[ \"$pp\" = 0 ] || continue; ",
+        "if [ \"$($S < \"$d/cmdline\" 2>/dev/null | cut -c1-64)\" = \"$h\" ]; then kill -9 \"$p\" 2>/dev/null; fi; ",
+        "done; echo tether-reaped");
+    std::vector<std::string> sh;  // (named: g++ 12 and braced lists in coroutines)
+    sh.push_back("/bin/sh");
+    sh.push_back("-c");
+    sh.push_back(script);
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await self->ExecNow(std::move(sh), false);
+    if (ch.ok()) (void)co_await RunScriptOn(**ch, std::string_view(), {});
+    --self->reaping_;
+  }
+
+ public:
 
   asio::awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
     const std::string hash = protocol::Sha256Hex(bytes);
@@ -486,6 +553,7 @@ class DockerTransport final : public Transport {
   std::function<void(std::size_t, std::size_t)> progress_;
   std::optional<SandboxInfo> info_;
   std::set<std::string> installed_;  // path + sha256 verified in this container
+  int reaping_ = 0;                  // abandoned commands being ended (Reap)
   ShellRunner runner_ = ExecShellRunner(*this);
 };
 

@@ -16,6 +16,12 @@
 // (host/codec/tar.h) to `PUT /containers/{id}/archive` under a temporary
 // name, then checks its sha256 and renames it into place over Exec.
 //
+// The API cannot kill an exec, and an engine may leave one running, its
+// output undrained, once the client is gone (podman does): a channel closed
+// before its end has its command killed through another exec, found by its
+// exact command line among the processes the engine started (a command
+// that execs another one is out of reach), and the next Exec waits for that.
+//
 // Errors: a missing container is kNotFound naming it, a stopped one
 // kFailedPrecondition with the engine's message, an engine that cannot be
 // reached kUnavailable naming the endpoint (and DOCKER_HOST).

@@ -299,6 +299,44 @@ TEST_CASE("bad options are refused before anything is contacted") {
   CHECK(!MakeDockerTransport(io.get_executor(), o).ok());
 }
 
+TEST_CASE("TLS settings come from DOCKER_TLS_VERIFY and DOCKER_CERT_PATH; key material never shows") {
+  char dir[] = "/tmp/tether-docker-certs-XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
+  const std::string d = dir;
+  for (const char* f : {"ca.pem", "cert.pem", "key.pem"}) {
+    FILE* out = std::fopen((d + "/" + f).c_str(), "w");
+    REQUIRE(out != nullptr);
+    std::fputs("-----BEGIN PRIVATE KEY-----\nSECRET-KEY-MATERIAL\n-----END PRIVATE KEY-----\n", out);
+    std::fclose(out);
+  }
+  ::setenv("DOCKER_TLS_VERIFY", "1", 1);
+  ::setenv("DOCKER_CERT_PATH", dir, 1);
+  const DockerTls tls = DockerTlsFromEnvironment();
+  ::unsetenv("DOCKER_TLS_VERIFY");
+  ::unsetenv("DOCKER_CERT_PATH");
+  CHECK(tls.verify);
+  CHECK(tls.cert_path == d);
+  Run([&](asio::io_context& io) -> awaitable<void> {
+    DockerOptions o;
+    o.container = "box";
+    o.endpoint = "tcp://127.0.0.1:1";
+    o.tls = tls;
+    auto t = MakeDockerTransport(io.get_executor(), o);
+    if (!t.ok()) {  // (net refuses certificates that do not parse, naming neither)
+      CAPTURE(t.status());
+      CHECK(absl::IsInvalidArgument(t.status()));
+      CHECK(t.status().message().find("SECRET") == absl::string_view::npos);
+      co_return;
+    }
+    Result r = co_await RunCommand(**t, Sh("true"), "");
+    CAPTURE(r.status);
+    CHECK(!r.status.ok());
+    CHECK(r.status.message().find("SECRET") == absl::string_view::npos);
+  });
+  CHECK(!DockerTlsFromEnvironment().verify);
+  std::system(("rm -rf " + d).c_str());
+}
+
 TEST_CASE("the probe finds the container's architecture and a private root") {
   if (!HaveEngine()) return;
   Run([](asio::io_context& io) -> awaitable<void> {

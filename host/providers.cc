@@ -4,6 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "tether/command_transport.h"
 #include "tether/local_transport.h"
+#include "host/native/docker/docker_transport.h"
 
 namespace tether {
 namespace {
@@ -60,6 +61,30 @@ absl::StatusOr<std::shared_ptr<Transport>> MakeCommand(boost::asio::any_io_execu
   return MakeCommandTransport(std::move(ex), std::move(copy));
 }
 
+absl::StatusOr<std::any> ParseDocker(const ProviderFlags& flags) {
+  DockerOptions o;  // TLS settings and certificates: DOCKER_TLS_VERIFY, DOCKER_CERT_PATH only
+  for (const auto& [flag, value] : flags) {
+    if (flag == "--container") {
+      o.container = value;
+    } else if (flag == "--endpoint") {
+      o.endpoint = value;
+    } else if (flag == "--ca-file") {
+      o.ca_file = value;
+    }
+  }
+  if (o.container.empty()) return absl::InvalidArgumentError("--provider docker needs --container NAME|ID");
+  return std::any(std::move(o));
+}
+
+absl::StatusOr<std::shared_ptr<Transport>> MakeDocker(boost::asio::any_io_executor ex, const std::any& parsed,
+                                                      const ProviderHooks& hooks) {
+  const DockerOptions* o = std::any_cast<DockerOptions>(&parsed);
+  if (o == nullptr) return absl::InvalidArgumentError("docker: options not made by its parser");
+  DockerOptions copy = *o;
+  if (hooks.upload_progress) copy.upload_progress = hooks.upload_progress;
+  return MakeDockerTransport(std::move(ex), std::move(copy));
+}
+
 std::vector<ProviderInfo> MakeRegistry() {
   std::vector<ProviderInfo> r;
   r.push_back(ProviderInfo{
@@ -85,6 +110,18 @@ std::vector<ProviderInfo> MakeRegistry() {
       false,
       ParseCommand,
       MakeCommand});
+  r.push_back(ProviderInfo{
+      "docker",
+      "a container through the Docker Engine API (Docker, or podman's\n"
+      "`podman system service`); the engine from --endpoint, else $DOCKER_HOST,\n"
+      "else unix:///var/run/docker.sock; TLS from DOCKER_TLS_VERIFY and\n"
+      "DOCKER_CERT_PATH (ca.pem, cert.pem, key.pem)",
+      {{"--container", "the container's name or id, required"},
+       {"--endpoint", "the API's URL: unix:///path, tcp://host:port, https://host:port"},
+       {"--ca-file", "a PEM CA to trust for the API's TLS certificate"}},
+      false,
+      ParseDocker,
+      MakeDocker});
   return r;
 }
 

@@ -14,6 +14,11 @@
 #             mount (private /tmp), pid and network namespaces, entered with
 #             nsenter
 #   qemu      the aarch64 supervisor under qemu-aarch64 (user-mode emulation)
+#   docker    the native docker provider against a real engine: podman's
+#             Docker API service and a busybox container, private to the run
+#             (tests/lib/podman_docker.sh)
+#   podman    the command provider through `podman exec -i CTR sh -c` into
+#             the same kind of container
 #
 # Exits with the conformance run's status; 77 (skipped) when this machine
 # cannot make the target (e.g. user namespaces disabled).
@@ -24,6 +29,7 @@ target=$2
 work=$(mktemp -d /tmp/tether-conformance-XXXXXX)
 pids=()
 cleanup() {
+  ! declare -F stop_podman_docker >/dev/null || stop_podman_docker
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   rm -rf "$work"
 }
@@ -84,6 +90,21 @@ case $target in
     [[ ! -e /tmp/$marker ]] || { echo "the sandbox's /tmp is not private"; exit 1; }
     status=0
     "$tether" conformance --provider command --prefix "$prefix" || status=$?
+    exit $status
+    ;;
+  docker|podman)
+    # shellcheck source=../lib/podman_docker.sh
+    source "$(dirname "${BASH_SOURCE[0]}")/../lib/podman_docker.sh"
+    rc=0
+    start_podman_docker "$work" || rc=$?
+    [[ $rc -ne 77 ]] || skip "podman cannot run containers here"
+    [[ $rc -eq 0 ]] || exit 1
+    status=0
+    if [[ $target == docker ]]; then
+      "$tether" conformance --provider docker --container "$podman_ctr" --endpoint "$docker_host" || status=$?
+    else
+      "$tether" conformance --provider command --prefix "$podman_cmd exec -i $podman_ctr sh -c" || status=$?
+    fi
     exit $status
     ;;
   *)

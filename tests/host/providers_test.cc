@@ -9,6 +9,7 @@
 
 #include "tether/command_transport.h"
 #include "tether/local_transport.h"
+#include "host/native/docker/docker_transport.h"
 
 namespace tether {
 namespace {
@@ -96,6 +97,67 @@ TEST_CASE("a registered provider makes its transport") {
   ::unsetenv("TETHER_LOCAL_ROOT");
   std::error_code ec;
   std::filesystem::remove_all(tmpl, ec);
+}
+
+TEST_CASE("a flag several providers take is accepted by each of them, refused by the others naming all") {
+  // (docker and kubernetes both take --container, --endpoint and --ca-file.)
+  for (const ProviderInfo& p : Providers()) {
+    for (const ProviderInfo& owner : Providers()) {
+      for (const ProviderOption& o : owner.options) {
+        const std::string flag(o.flag);
+        CAPTURE(p.name);
+        CAPTURE(flag);
+        bool takes = false;
+        std::vector<std::string> takers;
+        for (const ProviderInfo& q : Providers()) {
+          for (const ProviderOption& qo : q.options) {
+            if (qo.flag == o.flag) takers.emplace_back(q.name);
+            if (qo.flag == o.flag && q.name == p.name) takes = true;
+          }
+        }
+        absl::StatusOr<std::any> parsed = ParseProviderFlags(p, {{flag, "x"}});
+        const std::string msg(parsed.status().message());
+        CAPTURE(msg);
+        if (takes) {
+          // Accepted as its own (it may still miss a required flag).
+          CHECK(msg.find(" is for --provider") == std::string::npos);
+        } else {
+          REQUIRE(!parsed.ok());
+          for (const std::string& t : takers) CHECK(msg.find("--provider " + t) != std::string::npos);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("docker takes --container, --endpoint and --ca-file; the container is required") {
+  const ProviderInfo& docker = **FindProvider("docker");
+  CHECK(!docker.same_machine);
+  absl::StatusOr<std::any> d = ParseProviderFlags(
+      docker, {{"--container", "box"}, {"--endpoint", "unix:///tmp/x.sock"}, {"--ca-file", "/etc/ca.pem"}});
+  REQUIRE(d.ok());
+  const DockerOptions* o = std::any_cast<DockerOptions>(&*d);
+  REQUIRE(o != nullptr);
+  CHECK(o->container == "box");
+  CHECK(o->endpoint == "unix:///tmp/x.sock");
+  CHECK(o->ca_file == "/etc/ca.pem");
+  CHECK(!o->tls.has_value());  // from the environment, never from flags
+  absl::StatusOr<std::any> none = ParseProviderFlags(docker, {{"--endpoint", "unix:///tmp/x.sock"}});
+  REQUIRE(!none.ok());
+  CHECK(std::string(none.status().message()).find("--container") != std::string::npos);
+  absl::StatusOr<std::any> foreign = ParseProviderFlags(docker, {{"--container", "box"}, {"--prefix", "sh -c"}});
+  REQUIRE(!foreign.ok());
+  CHECK(std::string(foreign.status().message()).find("--provider command") != std::string::npos);
+
+  boost::asio::io_context io;
+  absl::StatusOr<std::shared_ptr<Transport>> t =
+      MakeProviderTransport(io.get_executor(), "docker", {{"--container", "box"}, {"--endpoint", "unix:///tmp/x.sock"}});
+  REQUIRE(t.ok());
+  CHECK((*t)->name() == "docker");
+  CHECK((*t)->sandbox_id() == "docker:box");
+  CHECK((*t)->capabilities().cut_prone);
+  CHECK((*t)->capabilities().exact_bytes);
+  CHECK(!MakeProviderTransport(io.get_executor(), "docker", {{"--container", "box"}, {"--endpoint", "ftp://x"}}).ok());
 }
 
 TEST_CASE("SplitShellWords quotes like a shell") {

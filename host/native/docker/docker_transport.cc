@@ -1,0 +1,650 @@
+#include "host/native/docker/docker_transport.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "host/codec/stdcopy.h"
+#include "host/codec/tar.h"
+#include "tether/errors.h"
+#include "host/internal/random.h"
+#include "host/net/http.h"
+#include "tether/shell_setup.h"
+#include "protocol/sha256.h"
+
+namespace tether {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace {
+
+constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
+constexpr std::size_t kDiagnosticsBytes = 4096;  // stderr tail kept for messages
+constexpr std::size_t kReadBytes = 64 * 1024;    // one read of the exec stream
+constexpr std::size_t kUploadPiece = 64 * 1024;  // one chunk of an archive upload
+// After the stream's end the engine may still be recording the exit status
+// (podman and Docker both report Running: true for a moment).
+constexpr int kExitPolls = 100;
+constexpr std::chrono::milliseconds kExitPollInterval{20};
+constexpr std::size_t kMaxCertBytes = 1 << 20;  // a PEM file from DOCKER_CERT_PATH
+// How long an Exec waits for abandoned commands to be ended first.
+constexpr std::chrono::milliseconds kReapWait{3000};
+
+// The sandbox's sha256sum, from coreutils or busybox (as shell_setup.cc).
+constexpr char kSha256[] =
+    "if command -v sha256sum >/dev/null 2>&1; then S=sha256sum; else S='busybox sha256sum'; fi; ";
+
+// What the transport and its channels share.
+struct Engine {
+  std::shared_ptr<net::Client> client;
+  std::string container;
+  std::string api;    // "/v1.41"
+  std::string where;  // the endpoint and where it came from, for messages
+};
+
+// The engine's own message from an error body ({"message": ...}), else
+// the body's first printable bytes.
+std::string EngineMessage(const net::Response& r) {
+  boost::system::error_code ec;
+  json::value v = json::parse(r.body, ec);
+  if (!ec && v.is_object()) {
+    if (const json::value* m = v.as_object().if_contains("message"); m != nullptr && m->is_string()) {
+      return std::string(m->as_string().subview().substr(0, 512));
+    }
+  }
+  std::string s;
+  for (char c : r.body.substr(0, 200)) {
+    if (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f) s.push_back(c);
+  }
+  return s;
+}
+
+// A failure to get any answer from the engine.
+absl::Status Unreachable(const Engine& e, const absl::Status& st) {
+  return absl::Status(st.code(), absl::StrCat("docker: cannot reach the engine at ", e.where, ": ", st.message()));
+}
+
+// An error answer to a call about the container: not found and not running
+// get their own codes; the rest as net::HttpError.
+absl::Status ContainerError(const Engine& e, const net::Response& r, std::string_view what) {
+  const std::string msg = EngineMessage(r);
+  if (r.status == 404) {
+    return absl::NotFoundError(
+        absl::StrCat("docker: no such container '", e.container, "' at ", e.where, " (engine: ", msg, ")"));
+  }
+  // Docker answers 409 "Container X is not running"; podman 500 "container
+  // state improper".
+  if (r.status == 409 || (r.status == 500 && (absl::StrContains(msg, "state improper") ||
+                                              absl::StrContains(msg, "not running")))) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("docker: container '", e.container, "' is not running: ", msg));
+  }
+  return net::HttpError(r, absl::StrCat("docker: ", std::string(what), " in container '", e.container, "'"));
+}
+
+absl::Status ProtocolError(std::string_view message) {
+  return WithErrorCode(absl::UnavailableError(std::string(message)), ErrorCode::kProtocol);
+}
+
+net::Request JsonRequest(std::string method, std::string target, const json::value& body) {
+  net::Request r;
+  r.method = std::move(method);
+  r.target = std::move(target);
+  r.headers.emplace_back("Content-Type", "application/json");
+  r.body = json::serialize(body);
+  return r;
+}
+
+// A buffered call run on its own, so that Close() and per-operation
+// cancellation end the wait at once; an abandoned call finishes in the
+// background and its answer is dropped.
+struct PendingCall {
+  explicit PendingCall(const asio::any_io_executor& ex) : done(ex, asio::steady_timer::time_point::max()) {}
+  asio::steady_timer done;  // expires (min) when `result` is set
+  std::optional<absl::StatusOr<net::Response>> result;
+};
+
+asio::awaitable<void> RunCall(std::shared_ptr<net::Client> client, net::Request request,
+                              std::shared_ptr<PendingCall> p) {
+  p->result = co_await client->Call(std::move(request));
+  p->done.expires_at(asio::steady_timer::time_point::min());
+}
+
+// The exec's stdio: a raw stream carrying stdcopy frames from the engine
+// and raw stdin bytes to it.
+class DockerChannel final : public Channel {
+ public:
+  DockerChannel(asio::any_io_executor ex, std::shared_ptr<const Engine> engine, std::string exec_id,
+                std::unique_ptr<net::RawStream> raw)
+      : ex_(std::move(ex)), engine_(std::move(engine)), exec_id_(std::move(exec_id)), raw_(std::move(raw)),
+        poll_timer_(ex_) {}
+  ~DockerChannel() override { Close(); }
+
+  asio::awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
+    while (true) {
+      if (closed_) co_return absl::UnavailableError("docker: channel closed");
+      if (!out_.empty()) {
+        const std::size_t n = std::min(out_.size(), buf.size());
+        std::memcpy(buf.data(), out_.data(), n);
+        out_.remove_prefix(n);
+        co_return n;
+      }
+      if (!failed_.ok()) co_return failed_;
+      if (!undecoded_.empty()) {
+        absl::StatusOr<std::optional<codec::StdcopyPiece>> p = dec_.Next(&undecoded_);
+        if (!p.ok()) {
+          failed_ = ProtocolError(absl::StrCat("docker: the exec stream is not what the engine should send: ",
+                                               p.status().message()));
+          continue;
+        }
+        if (!*p) continue;
+        switch ((*p)->stream) {
+          case codec::StdStream::kStdin:  // (moby's StdCopy writes these to stdout too)
+          case codec::StdStream::kStdout:
+            out_ = (*p)->bytes;
+            break;
+          case codec::StdStream::kStderr:
+            Keep(&diag_, (*p)->bytes);
+            break;
+          case codec::StdStream::kSystemError:
+            Keep(&system_error_, (*p)->bytes);
+            break;
+        }
+        continue;
+      }
+      if (eof_) co_return co_await Finish();
+      in_.resize(kReadBytes);
+      absl::StatusOr<std::size_t> n = co_await raw_->ReadSome({in_.data(), in_.size()});
+      if (closed_) co_return absl::UnavailableError("docker: channel closed");
+      if (!n.ok()) co_return absl::Status(n.status().code(), absl::StrCat("docker: exec stream: ", n.status().message()));
+      if (*n == 0) {
+        eof_ = true;
+      } else {
+        undecoded_ = std::string_view(in_.data(), *n);
+      }
+    }
+  }
+
+  asio::awaitable<absl::Status> Write(std::string_view bytes) override {
+    if (closed_ || write_closed_) co_return absl::UnavailableError("docker: channel input closed");
+    absl::Status st = co_await raw_->Write(bytes);
+    if (!st.ok()) co_return absl::Status(st.code(), absl::StrCat("docker: exec stream: ", st.message()));
+    co_return absl::OkStatus();
+  }
+
+  // TCP half-close: Docker passes it on as the command's stdin EOF only on
+  // some versions and connections (the capabilities say stdin_eof false).
+  void CloseWrite() override {
+    if (closed_ || write_closed_) return;
+    write_closed_ = true;
+    raw_->ShutdownWrite();
+  }
+
+  void Close() override {
+    if (closed_) return;
+    closed_ = true;
+    raw_->Close();
+    if (pending_) pending_->done.cancel();
+    poll_timer_.cancel();
+    // Closed before its end: the engine may leave the command running with
+    // its output undrained (podman does when the client goes away while
+    // output is pending), so the transport ends it (see Reap).
+    if (!eof_ && on_abandon_) {
+      std::function<void()> f = std::move(on_abandon_);
+      f();
+    }
+  }
+
+  // Called once when the channel is closed before the stream's end.
+  void set_on_abandon(std::function<void()> f) { on_abandon_ = std::move(f); }
+
+  std::optional<int> exit_code() const override { return exit_code_; }
+
+  std::string Diagnostics() const override {
+    if (system_error_.empty()) return diag_;
+    return absl::StrCat(diag_, diag_.empty() ? "" : "\n", "(engine: ", system_error_, ")");
+  }
+
+ private:
+  static void Keep(std::string* tail, std::string_view bytes) {
+    tail->append(bytes);
+    if (tail->size() > kDiagnosticsBytes) tail->erase(0, tail->size() - kDiagnosticsBytes);
+  }
+
+  // The stream ended: a clean end is EOF once the exit status is known (or
+  // the engine would not say); a cut inside a frame or the engine's own
+  // error report is a failure.
+  asio::awaitable<absl::StatusOr<std::size_t>> Finish() {
+    if (!system_error_.empty()) {
+      failed_ = absl::UnavailableError(absl::StrCat("docker: the engine ended the exec: ", system_error_));
+      co_return failed_;
+    }
+    if (!dec_.idle()) {
+      failed_ = absl::UnavailableError("docker: the exec stream was cut inside a frame");
+      co_return failed_;
+    }
+    while (!exit_checked_) {
+      absl::StatusOr<bool> done = co_await PollExit();
+      if (!done.ok()) co_return done.status();
+      if (*done) break;
+      poll_timer_.expires_after(kExitPollInterval);
+      auto [ec] = co_await poll_timer_.async_wait(kNoThrow);
+      if (closed_) co_return absl::UnavailableError("docker: channel closed");
+      if (ec) co_return absl::CancelledError("docker: waiting for the exit status was cancelled");
+    }
+    co_return std::size_t{0};
+  }
+
+  // One look at the exec: true when there is nothing more to learn (its
+  // exit status, or an engine that will not say), false while it runs.
+  asio::awaitable<absl::StatusOr<bool>> PollExit() {
+    if (++polls_ > kExitPolls) {
+      exit_checked_ = true;  // never a guess: the status stays unknown
+      co_return true;
+    }
+    net::Request req;
+    req.target = absl::StrCat(engine_->api, "/exec/", net::UrlEncode(exec_id_), "/json");
+    auto p = std::make_shared<PendingCall>(ex_);
+    asio::co_spawn(ex_, RunCall(engine_->client, std::move(req), p), asio::detached);
+    pending_ = p;
+    if (!p->result) co_await p->done.async_wait(kNoThrow);
+    pending_.reset();
+    if (closed_) co_return absl::UnavailableError("docker: channel closed");
+    if (!p->result) co_return absl::CancelledError("docker: waiting for the exit status was cancelled");
+    if (!p->result->ok() || !net::IsSuccess(**p->result)) {
+      exit_checked_ = true;
+      co_return true;
+    }
+    boost::system::error_code ec;
+    json::value v = json::parse((*p->result)->body, ec);
+    if (ec || !v.is_object()) {
+      exit_checked_ = true;
+      co_return true;
+    }
+    const json::object& o = v.as_object();
+    const json::value* running = o.if_contains("Running");
+    if (running != nullptr && running->is_bool() && running->as_bool()) co_return false;
+    const json::value* code = o.if_contains("ExitCode");
+    if (code != nullptr && code->is_int64()) exit_code_ = static_cast<int>(code->as_int64());
+    exit_checked_ = true;
+    co_return true;
+  }
+
+  asio::any_io_executor ex_;
+  std::shared_ptr<const Engine> engine_;
+  std::string exec_id_;
+  std::unique_ptr<net::RawStream> raw_;
+  codec::StdcopyDecoder dec_;
+  std::string in_;               // the last read from the stream
+  std::string_view undecoded_;   // in in_: not yet through the decoder
+  std::string_view out_;         // in in_: stdout not yet returned
+  std::string diag_;             // stderr tail
+  std::string system_error_;     // the engine's own error report (stream 3)
+  absl::Status failed_;
+  bool eof_ = false;
+  bool closed_ = false;
+  bool write_closed_ = false;
+  bool exit_checked_ = false;
+  int polls_ = 0;
+  std::optional<int> exit_code_;
+  std::function<void()> on_abandon_;
+  std::shared_ptr<PendingCall> pending_;  // the exit status call being awaited
+  asio::steady_timer poll_timer_;         // between exit status calls
+};
+
+class DockerTransport final : public Transport {
+ public:
+  DockerTransport(asio::any_io_executor ex, std::shared_ptr<const Engine> engine,
+                  std::function<void(std::size_t, std::size_t)> progress)
+      : ex_(std::move(ex)), engine_(std::move(engine)), progress_(std::move(progress)) {}
+
+  std::string_view name() const override { return "docker"; }
+  ChannelCapabilities capabilities() const override {
+    ChannelCapabilities c;
+    c.exact_bytes = true;
+    c.stdin_eof = false;  // a half-close is not reliably passed on
+    c.streaming = true;
+    c.direct_connect = false;
+    c.costly_bytes = true;
+    c.cut_prone = true;  // an HTTP connection: it can be cut while both ends live
+    return c;
+  }
+  std::string sandbox_id() const override { return absl::StrCat("docker:", engine_->container); }
+  asio::any_io_executor executor() const override { return ex_; }
+
+  asio::awaitable<absl::StatusOr<SandboxInfo>> Probe() override {
+    if (info_) co_return *info_;
+    absl::StatusOr<SandboxInfo> info =
+        co_await ShellProbe(runner_, absl::StrCat("docker container ", engine_->container), "");
+    if (!info.ok()) co_return info.status();
+    info_ = *info;
+    co_return *info;
+  }
+
+  asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
+    // A command abandoned just before (a cut attachment's bridge) is ended
+    // first, so that its successor does not find the process still held.
+    asio::steady_timer wait(ex_);
+    for (auto until = std::chrono::steady_clock::now() + kReapWait;
+         reaping_ > 0 && std::chrono::steady_clock::now() < until;) {
+      wait.expires_after(std::chrono::milliseconds(20));
+      auto [ec] = co_await wait.async_wait(kNoThrow);
+      if (ec) co_return absl::CancelledError("docker: exec cancelled");
+    }
+    co_return co_await ExecNow(std::move(argv));
+  }
+
+ private:
+  // `reap`: end the command if its channel is abandoned (not for Reap's own).
+  asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> ExecNow(std::vector<std::string> argv,
+                                                                    bool reap = true) {
+    if (argv.empty()) co_return absl::InvalidArgumentError("docker: exec: empty argv");
+    json::object create;
+    create["AttachStdin"] = true;
+    create["AttachStdout"] = true;
+    create["AttachStderr"] = true;
+    create["Tty"] = false;
+    json::array cmd;
+    for (const std::string& a : argv) cmd.emplace_back(a);
+    create["Cmd"] = std::move(cmd);
+    absl::StatusOr<net::Response> r = co_await engine_->client->Call(JsonRequest(
+        "POST", absl::StrCat(engine_->api, "/containers/", net::UrlEncode(engine_->container), "/exec"), create));
+    if (!r.ok()) co_return Unreachable(*engine_, r.status());
+    if (!net::IsSuccess(*r)) co_return ContainerError(*engine_, *r, "creating an exec");
+    boost::system::error_code ec;
+    json::value v = json::parse(r->body, ec);
+    const json::value* id = (!ec && v.is_object()) ? v.as_object().if_contains("Id") : nullptr;
+    if (id == nullptr || !id->is_string() || id->as_string().empty()) {
+      co_return ProtocolError("docker: the engine created an exec but gave no Id");
+    }
+    const std::string exec_id(id->as_string());
+
+    json::object start;
+    start["Detach"] = false;
+    start["Tty"] = false;
+    absl::StatusOr<std::unique_ptr<net::RawStream>> raw = co_await engine_->client->Upgrade(
+        JsonRequest("POST", absl::StrCat(engine_->api, "/exec/", net::UrlEncode(exec_id), "/start"), start), "tcp");
+    if (!raw.ok()) {
+      const absl::Status& st = raw.status();
+      if (absl::IsNotFound(st)) {
+        co_return absl::NotFoundError(
+            absl::StrCat("docker: starting an exec in container '", engine_->container, "': ", st.message()));
+      }
+      if (absl::IsFailedPrecondition(st) || absl::StrContains(st.message(), "state improper")) {
+        co_return absl::FailedPreconditionError(
+            absl::StrCat("docker: container '", engine_->container, "' is not running: ", st.message()));
+      }
+      co_return absl::Status(st.code(), absl::StrCat("docker: starting an exec in container '", engine_->container,
+                                                     "' at ", engine_->where, ": ", st.message()));
+    }
+    auto ch = std::make_unique<DockerChannel>(ex_, engine_, exec_id, *std::move(raw));
+    if (!reap) co_return std::unique_ptr<Channel>(std::move(ch));
+    std::weak_ptr<Transport> weak = weak_from_this();
+    ch->set_on_abandon([weak, argv = std::move(argv)]() mutable {
+      if (std::shared_ptr<Transport> t = weak.lock()) static_cast<DockerTransport&>(*t).Abandoned(std::move(argv));
+    });
+    co_return std::unique_ptr<Channel>(std::move(ch));
+  }
+
+  // The Engine API cannot kill an exec. An abandoned one is found inside the
+  // container as a process the engine started (parent pid 0 in the
+  // container's namespace, not pid 1) whose command line is exactly argv,
+  // and killed: what closing a local channel does to its bridge. (The
+  // supervisor's daemon is never such a process: it has a parent.)
+  void Abandoned(std::vector<std::string> argv) {
+    ++reaping_;
+    asio::co_spawn(ex_, Reap(std::static_pointer_cast<DockerTransport>(shared_from_this()), std::move(argv)),
+                   asio::detached);
+  }
+
+  static asio::awaitable<void> Reap(std::shared_ptr<DockerTransport> self, std::vector<std::string> argv) {
+    std::string cmdline;
+    for (const std::string& a : argv) absl::StrAppend(&cmdline, a, std::string(1, '\0'));
+    const std::string script = absl::StrCat(
+        kSha256, "h=", protocol::Sha256Hex(cmdline), "; for d in /proc/[0-9]*; do p=${d#/proc/}; ",
+        "if [ \"$p\" = 1 ] || [ \"$p\" = $$ ]; then continue; fi; pp=; ",
+        "while read -r k v; do if [ \"$k\" = PPid: ]; then pp=$v; break; fi; done 2>/dev/null < \"$d/status\"; ",
+        "[ \"$pp\" = 0 ] || continue; ",
+        "if [ \"$($S < \"$d/cmdline\" 2>/dev/null | cut -c1-64)\" = \"$h\" ]; then kill -9 \"$p\" 2>/dev/null; fi; ",
+        "done; echo tether-reaped");
+    std::vector<std::string> sh;  // (named: g++ 12 and braced lists in coroutines)
+    sh.push_back("/bin/sh");
+    sh.push_back("-c");
+    sh.push_back(script);
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await self->ExecNow(std::move(sh), false);
+    if (ch.ok()) (void)co_await RunScriptOn(**ch, std::string_view(), {});
+    --self->reaping_;
+  }
+
+ public:
+
+  asio::awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
+    const std::string hash = protocol::Sha256Hex(bytes);
+    const std::string key = absl::StrCat(path, "\n", hash);
+    if (installed_.count(key)) co_return absl::OkStatus();
+    const std::size_t slash = path.rfind('/');
+    if (path.empty() || path[0] != '/' || slash == std::string::npos || slash + 1 == path.size() ||
+        path.size() > kMaxSandboxPath) {
+      co_return absl::InvalidArgumentError(absl::StrCat("docker: put file: '", path, "' is not an absolute file path"));
+    }
+    const std::string dir = slash == 0 ? "/" : path.substr(0, slash);
+    const std::string q = ShellQuote(path);
+
+    // Already there with this content: nothing to send. Else the numeric
+    // user the exec runs as, who must own the file the engine unpacks.
+    absl::StatusOr<ScriptResult> have = co_await runner_(
+        absl::StrCat(kSha256, "f=", q, "; if [ -f \"$f\" ] && [ ! -L \"$f\" ] && ",
+                     "[ \"$($S < \"$f\" | cut -c1-64)\" = ", hash, " ]; then echo tether-have; ",
+                     "else echo \"tether-need $(id -u) $(id -g)\"; fi"),
+        std::string_view());
+    if (!have.ok()) co_return have.status();
+    if (absl::StrContains(have->out, "tether-have")) {
+      installed_.insert(key);
+      co_return absl::OkStatus();
+    }
+    unsigned uid = 0, gid = 0;
+    const std::size_t need = have->out.find("tether-need ");
+    if (need == std::string::npos ||
+        std::sscanf(have->out.c_str() + need, "tether-need %u %u", &uid, &gid) != 2) {
+      co_return absl::UnavailableError(
+          absl::StrCat("docker: checking ", path, " in container '", engine_->container, "' failed: ",
+                       absl::CHexEscape(have->out.substr(0, 256)), have->diag.empty() ? "" : " (stderr: ",
+                       have->diag, have->diag.empty() ? "" : ")"));
+    }
+
+    // A temporary name beside the file: the engine never writes the path.
+    const std::string tmp_name = absl::StrCat(".tether-up-", absl::BytesToHexString(internal::RandomBytes(8)));
+    const std::string tmp = dir == "/" ? "/" + tmp_name : absl::StrCat(dir, "/", tmp_name);
+    absl::StatusOr<std::string> tar =
+        codec::TarOneFile({.name = tmp_name, .mode = mode & 07777, .uid = uid, .gid = gid}, bytes);
+    if (!tar.ok()) co_return tar.status();
+    if (absl::Status st = co_await Upload(dir, *tar, bytes.size()); !st.ok()) {
+      // Best effort: an upload cut short may have left part of the file.
+      (void)co_await runner_(absl::StrCat("rm -f ", ShellQuote(tmp)), std::string_view());
+      co_return st;
+    }
+
+    // Checked, given its mode and renamed into place; a temporary file the
+    // engine did not give to the exec's user is copied to one it owns.
+    absl::StatusOr<ScriptResult> put = co_await runner_(
+        absl::StrCat(kSha256, "umask 077; f=", q, "; t=", ShellQuote(tmp), "; h=; ",
+                     "if [ -f \"$t\" ] && [ ! -L \"$t\" ] && ",
+                     "{ [ -O \"$t\" ] || { cp \"$t\" \"$t.own\" && rm -f \"$t\" && mv -f \"$t.own\" \"$t\"; }; } && ",
+                     "h=$($S < \"$t\" | cut -c1-64) && [ \"$h\" = ", hash, " ] && chmod ", OctalMode(mode),
+                     " \"$t\" && mv -f \"$t\" \"$f\"; then echo tether-put-ok; ",
+                     "else rm -f \"$t\" \"$t.own\"; echo \"tether-put-bad $h\"; fi"),
+        std::string_view());
+    if (!put.ok()) {
+      (void)co_await runner_(absl::StrCat("rm -f ", ShellQuote(tmp)), std::string_view());
+      co_return put.status();
+    }
+    if (!absl::StrContains(put->out, "tether-put-ok")) {
+      co_return absl::DataLossError(absl::StrCat("docker: installing ", path, " (", bytes.size(), " bytes, sha256 ",
+                                                 hash, ") failed: the container said: ",
+                                                 absl::CHexEscape(put->out.substr(0, 256))));
+    }
+    installed_.insert(key);
+    co_return absl::OkStatus();
+  }
+
+ private:
+  static std::string OctalMode(int mode) {
+    return absl::StrCat(absl::Dec(mode >> 9 & 7), absl::Dec(mode >> 6 & 7), absl::Dec(mode >> 3 & 7),
+                        absl::Dec(mode & 7));
+  }
+
+  // PUT /containers/{id}/archive?path=DIR, the tar sent in pieces so that
+  // progress can be reported.
+  asio::awaitable<absl::Status> Upload(const std::string& dir, const std::string& tar, std::size_t file_bytes) {
+    net::Request req;
+    req.method = "PUT";
+    req.target = absl::StrCat(engine_->api, "/containers/", net::UrlEncode(engine_->container),
+                              "/archive?path=", net::UrlEncode(dir));
+    req.headers.emplace_back("Content-Type", "application/x-tar");
+    absl::StatusOr<std::unique_ptr<net::BodyWriter>> w = co_await engine_->client->Begin(std::move(req));
+    if (!w.ok()) co_return Unreachable(*engine_, w.status());
+    for (std::size_t off = 0; off < tar.size(); off += kUploadPiece) {
+      const std::string_view piece = std::string_view(tar).substr(off, kUploadPiece);
+      if (absl::Status st = co_await (*w)->Write(piece); !st.ok()) {
+        (*w)->Close();
+        co_return absl::Status(st.code(), absl::StrCat("docker: uploading to ", dir, ": ", st.message()));
+      }
+      if (progress_) progress_(std::min(off + kUploadPiece, file_bytes), file_bytes);
+    }
+    absl::StatusOr<std::unique_ptr<net::BodyStream>> resp = co_await (*w)->Finish();
+    if (!resp.ok()) {
+      co_return absl::Status(resp.status().code(),
+                             absl::StrCat("docker: uploading to ", dir, ": ", resp.status().message()));
+    }
+    net::Response head = (*resp)->head();
+    // The answer's body (an error message) is small; read a bounded amount.
+    char buf[4096];
+    while (head.body.size() < 16 * 1024) {
+      absl::StatusOr<std::size_t> n = co_await (*resp)->ReadSome({buf, sizeof buf});
+      if (!n.ok() || *n == 0) break;
+      head.body.append(buf, *n);
+    }
+    (*resp)->Close();
+    if (net::IsSuccess(head)) co_return absl::OkStatus();
+    if (head.status == 404) {
+      co_return absl::NotFoundError(absl::StrCat("docker: uploading to ", dir, " in container '", engine_->container,
+                                                 "': ", EngineMessage(head)));
+    }
+    co_return ContainerError(*engine_, head, absl::StrCat("uploading to ", dir));
+  }
+
+  asio::any_io_executor ex_;
+  std::shared_ptr<const Engine> engine_;
+  std::function<void(std::size_t, std::size_t)> progress_;
+  std::optional<SandboxInfo> info_;
+  std::set<std::string> installed_;  // path + sha256 verified in this container
+  int reaping_ = 0;                  // abandoned commands being ended (Reap)
+  ShellRunner runner_ = ExecShellRunner(*this);
+};
+
+absl::StatusOr<std::string> ReadPem(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("docker: cannot read ", file));
+  std::string s;
+  s.resize(kMaxCertBytes + 1);
+  in.read(s.data(), static_cast<std::streamsize>(s.size()));
+  s.resize(static_cast<std::size_t>(in.gcount()));
+  if (s.size() > kMaxCertBytes) return absl::InvalidArgumentError(absl::StrCat("docker: ", file, " is too large"));
+  return s;
+}
+
+bool Exists(const std::string& file) { return std::ifstream(file).good(); }
+
+}  // namespace
+
+DockerTls DockerTlsFromEnvironment() {
+  DockerTls t;
+  const char* verify = std::getenv("DOCKER_TLS_VERIFY");
+  t.verify = verify != nullptr && *verify != '\0';
+  const char* path = std::getenv("DOCKER_CERT_PATH");
+  if (path != nullptr && *path != '\0') {
+    t.cert_path = path;
+  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') {
+    t.cert_path = absl::StrCat(home, "/.docker");
+  }
+  return t;
+}
+
+absl::StatusOr<std::shared_ptr<Transport>> MakeDockerTransport(asio::any_io_executor ex, DockerOptions o) {
+  if (o.container.empty()) return absl::InvalidArgumentError("docker: no container named (--container ID)");
+  if (!o.api_version.empty() &&
+      (o.api_version.size() < 3 || o.api_version.substr(0, 2) != "/v" ||
+       o.api_version.find_first_not_of("0123456789.", 2) != std::string::npos)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("docker: api_version is \"\" or like \"/v1.41\", not '", o.api_version, "'"));
+  }
+  std::string where;
+  if (o.endpoint.empty()) {
+    const char* env = std::getenv("DOCKER_HOST");
+    if (env != nullptr && *env != '\0') {
+      o.endpoint = env;
+      where = absl::StrCat(o.endpoint, " (DOCKER_HOST)");
+    } else {
+      o.endpoint = "unix:///var/run/docker.sock";
+      where = absl::StrCat(o.endpoint, " (the default; set DOCKER_HOST or --endpoint)");
+    }
+  } else {
+    where = absl::StrCat(o.endpoint, " (--endpoint; DOCKER_HOST is not used)");
+  }
+  const DockerTls tls = o.tls ? *o.tls : DockerTlsFromEnvironment();
+  std::string text = o.endpoint;
+  if (tls.verify && absl::StartsWith(text, "tcp://")) text = absl::StrCat("https://", text.substr(6));
+  absl::StatusOr<net::Url> url = net::ParseUrl(text);
+  if (!url.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("docker: endpoint ", where, ": ", url.status().message()));
+  }
+  net::ClientOptions co;
+  co.url = *url;
+  co.tls.ca_file = o.ca_file;
+  if (co.url.tls() && !tls.cert_path.empty()) {
+    const std::string ca = tls.cert_path + "/ca.pem";
+    const std::string cert = tls.cert_path + "/cert.pem";
+    const std::string key = tls.cert_path + "/key.pem";
+    if (Exists(ca)) {
+      absl::StatusOr<std::string> pem = ReadPem(ca);
+      if (!pem.ok()) return pem.status();
+      co.tls.ca_pem = *std::move(pem);
+      co.tls.system_store = false;  // as the docker CLI: DOCKER_CERT_PATH's CA alone
+    }
+    if (Exists(cert) && Exists(key)) {
+      absl::StatusOr<std::string> c = ReadPem(cert);
+      if (!c.ok()) return c.status();
+      absl::StatusOr<std::string> k = ReadPem(key);
+      if (!k.ok()) return k.status();  // (names the file, never its content)
+      co.tls.client_cert_pem = *std::move(c);
+      co.tls.client_key_pem = *std::move(k);
+    }
+  }
+  absl::StatusOr<std::shared_ptr<net::Client>> client = net::Client::Make(ex, std::move(co));
+  if (!client.ok()) {
+    return absl::Status(client.status().code(), absl::StrCat("docker: endpoint ", where, ": ", client.status().message()));
+  }
+  auto engine = std::make_shared<Engine>();
+  engine->client = *std::move(client);
+  engine->container = o.container;
+  engine->api = o.api_version;
+  engine->where = where;
+  return std::shared_ptr<Transport>(new DockerTransport(std::move(ex), std::move(engine), std::move(o.upload_progress)));
+}
+
+}  // namespace tether

@@ -14,6 +14,10 @@
 #             mount (private /tmp), pid and network namespaces, entered with
 #             nsenter
 #   qemu      the aarch64 supervisor under qemu-aarch64 (user-mode emulation)
+#   e2b       the e2b provider against the E2B emulator (tests/emulators/e2b.mjs)
+#             over TLS
+#   e2b-faults  the same with the emulator cutting streams, answering 5xx and
+#             stalling at random (seeded): every failure must be reattached
 #
 # Exits with the conformance run's status; 77 (skipped) when this machine
 # cannot make the target (e.g. user namespaces disabled).
@@ -84,6 +88,22 @@ case $target in
     [[ ! -e /tmp/$marker ]] || { echo "the sandbox's /tmp is not private"; exit 1; }
     status=0
     "$tether" conformance --provider command --prefix "$prefix" || status=$?
+    exit $status
+    ;;
+  e2b|e2b-faults)
+    # shellcheck source=../lib/e2b_emulator.sh
+    source "$(dirname "${BASH_SOURCE[0]}")/../lib/e2b_emulator.sh"
+    args=(--tls)
+    [[ $target == e2b ]] || args+=(--faults seed=1,cut=0.01,http5xx=0.05,slow=0.05)
+    rc=0
+    start_e2b_emulator "$work/e2b" "${args[@]}" || rc=$?
+    [[ -z ${e2b_pid:-} ]] || pids+=("$e2b_pid")
+    [[ $rc -ne 77 ]] || skip "cannot run the E2B emulator here"
+    [[ $rc -eq 0 ]] || exit 1
+    mapfile -t flags < <(e2b_flags)
+    status=0
+    "$tether" conformance "${flags[@]}" || status=$?
+    [[ $status -eq 0 ]] || tail -c 3000 "$work/e2b/emulator.log" >&2
     exit $status
     ;;
   *)

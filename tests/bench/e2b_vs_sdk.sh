@@ -12,10 +12,10 @@ tether=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 runs=${2:-5}
 work=$(mktemp -d "${TMPDIR:-/tmp}/tether-e2b-bench.XXXXXX")
 cleanup() {
-  [[ -z ${e2b_pid:-} ]] || kill -9 "$e2b_pid" 2>/dev/null || true
+  [[ -z ${e2b_pid:-} ]] || kill -TERM "$e2b_pid" 2>/dev/null || true
   local d argv
   for d in /proc/[0-9]*; do
-    argv=$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null || true)
+    argv=$( { tr '\0' ' ' <"$d/cmdline"; } 2>/dev/null || true)
     [[ $argv == *"$work/"* && ${d#/proc/} != "$$" ]] && kill -9 "${d#/proc/}" 2>/dev/null || true
   done
   rm -rf "$work"

@@ -23,13 +23,14 @@ emulators=()
 our_pids() {
   local d argv
   for d in /proc/[0-9]*; do
-    argv=$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null || true)
+    argv=$( { tr '\0' ' ' <"$d/cmdline"; } 2>/dev/null || true)
     [[ $argv == *"$WORK/"* ]] && echo "${d#/proc/}"
   done
 }
 cleanup() {
   local p
-  for p in "${emulators[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  for p in "${emulators[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  sleep 0.3
   for p in $(our_pids); do [[ $p == "$$" ]] || kill -9 "$p" 2>/dev/null || true; done
   rm -rf "$WORK"
 }
@@ -39,6 +40,30 @@ trap cleanup EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/checks.sh"
 # shellcheck source=../lib/e2b_emulator.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/e2b_emulator.sh"
+
+# run NAME [ARGS...]: `tether ARGS...` with stdin from $STDIN, stdout to
+# $WORK/NAME.out, stderr to $WORK/NAME.err; sets STATUS. Time-limited.
+STDIN=/dev/null
+run() {
+  local name=$1
+  shift
+  STATUS=0
+  timeout -k 5 120 "$TETHER" "$@" <"$STDIN" >"$WORK/$name.out" 2>"$WORK/$name.err" || STATUS=$?
+}
+expect_status() {  # expect_status NAME WANT RUN
+  if [[ $STATUS -eq $2 ]]; then
+    pass "$1"
+  else
+    fail "$1" "exit status $STATUS, want $2" "stderr: $(head -c 500 "$WORK/$3.err" 2>/dev/null || true)"
+  fi
+}
+same_file() {  # same_file NAME GOT WANT
+  if cmp -s "$2" "$3"; then
+    pass "$1"
+  else
+    fail "$1" "got:  $(od -An -c "$2" | head -c 300)" "want: $(od -An -c "$3" | head -c 300)"
+  fi
+}
 
 start() {  # start NAME [EMULATOR ARGS...]: sets FLAGS for `tether run`
   local name=$1 rc=0

@@ -10,6 +10,8 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <vector>
+#include <algorithm>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -30,6 +32,8 @@ constexpr int kConnectAttempts = 3;                        // the control plane 
 constexpr std::chrono::milliseconds kConnectBackoff{200};  // doubled per attempt
 constexpr std::size_t kSmallFileBytes = 64 * 1024;         // through the shell (umask 077), not /files
 constexpr std::chrono::milliseconds kUploadTimeout{300000};  // one /files upload (a supervisor is a few MB)
+constexpr int kScriptAttempts = 3;  // a setup script whose channel failed (cut, 5xx): they are idempotent
+constexpr std::size_t kScriptPiece = 64 * 1024;  // stdin bytes per Write
 
 // (Debian's absl has a string_view of its own.)
 absl::string_view A(std::string_view s) { return {s.data(), s.size()}; }
@@ -143,6 +147,58 @@ class E2bTransport final : public Transport {
   }
 
  private:
+  // The shell runner for Probe and PutFile. Unlike RunScriptOn it tells a
+  // cut stream from EOF, and runs the script again then: every setup script
+  // is idempotent (mkdir -p, a check, a copy to a temporary name then a
+  // checked rename), and envd's streams are cut by design.
+  asio::awaitable<absl::StatusOr<ScriptResult>> RunScript(std::string script, std::string_view input) {
+    std::chrono::milliseconds backoff = kConnectBackoff;
+    for (int attempt = 1;; ++attempt) {
+      absl::StatusOr<ScriptResult> r = co_await RunScriptOnce(script, input);
+      if (r.ok() || r.status().code() != absl::StatusCode::kUnavailable || attempt >= kScriptAttempts) co_return r;
+      asio::steady_timer t(co_await asio::this_coro::executor, backoff);
+      co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+      backoff *= 2;
+    }
+  }
+
+  asio::awaitable<absl::StatusOr<ScriptResult>> RunScriptOnce(const std::string& script, std::string_view input) {
+    std::vector<std::string> argv;  // (named: g++ 12 and braced lists in coroutines)
+    argv.push_back("/bin/sh");
+    argv.push_back("-c");
+    argv.push_back(script);
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await Exec(std::move(argv));
+    if (!ch.ok()) co_return ch.status();
+    Channel& c = **ch;
+    for (std::size_t off = 0; off < input.size(); off += kScriptPiece) {
+      if (absl::Status st = co_await c.Write(input.substr(off, kScriptPiece)); !st.ok()) {
+        c.Close();
+        co_return absl::UnavailableError(absl::StrCat("e2b: sending to the sandbox failed: ", st.message()));
+      }
+      if (o_.upload_progress) o_.upload_progress(std::min(off + kScriptPiece, input.size()), input.size());
+    }
+    c.CloseWrite();
+    ScriptResult r;
+    char buf[4096];
+    while (true) {
+      absl::StatusOr<std::size_t> n = co_await c.ReadSome({buf, sizeof buf});
+      if (!n.ok()) {
+        c.Close();
+        co_return absl::Status(n.status().code(), absl::StrCat("e2b: a setup command failed: ", n.status().message()));
+      }
+      if (*n == 0) break;
+      r.out.append(buf, *n);
+      if (r.out.size() > kMaxScriptOutput) {
+        c.Close();
+        co_return absl::DataLossError("the sandbox answered a setup command with more output than expected");
+      }
+    }
+    r.diag = c.Diagnostics();
+    r.exit_code = c.exit_code();
+    c.Close();
+    co_return r;
+  }
+
   // POST /files?path=: the body raw (envd >= 0.5.7) or as multipart.
   asio::awaitable<absl::Status> Upload(const std::string& path, std::string_view bytes) {
     absl::StatusOr<std::shared_ptr<const e2b::EnvdSession>> s = co_await Session();
@@ -163,7 +219,7 @@ class E2bTransport final : public Transport {
     absl::Status last;
     std::chrono::milliseconds backoff = kConnectBackoff;
     for (int attempt = 1;; ++attempt) {
-      absl::StatusOr<net::Response> resp = co_await (*s)->client->Call(r);
+      absl::StatusOr<net::Response> resp = co_await (*s)->files->Call(r);
       if (resp.ok() && net::IsSuccess(*resp)) co_return absl::OkStatus();
       last = resp.ok() ? e2b::EnvdHttpError(*resp, what)
                        : absl::Status(resp.status().code(), absl::StrCat(what, ": ", resp.status().message()));
@@ -244,11 +300,14 @@ class E2bTransport final : public Transport {
     net::ClientOptions co;
     co.url = *url;
     co.tls.ca_file = o_.ca_file;
-    co.request_timeout = kUploadTimeout;
-    absl::StatusOr<std::shared_ptr<net::Client>> client = net::Client::Make(ex_, std::move(co));
+    absl::StatusOr<std::shared_ptr<net::Client>> client = net::Client::Make(ex_, co);
     if (!client.ok()) co_return client.status();
+    co.request_timeout = kUploadTimeout;
+    absl::StatusOr<std::shared_ptr<net::Client>> files = net::Client::Make(ex_, co);
+    if (!files.ok()) co_return files.status();
     auto s = std::make_shared<e2b::EnvdSession>();
     s->client = *client;
+    s->files = *files;
     s->sandbox_id = o_.sandbox_id;
     s->access_token = str("envdAccessToken");
     s->version = *version;
@@ -267,7 +326,9 @@ class E2bTransport final : public Transport {
   std::shared_ptr<const e2b::EnvdSession> session_;
   std::optional<SandboxInfo> info_;
   std::set<std::string> installed_;  // path + sha256 verified in this sandbox
-  ShellRunner runner_ = ExecShellRunner(*this, o_.upload_progress);
+  ShellRunner runner_ = [this](std::string script, std::string_view input) {
+    return RunScript(std::move(script), input);
+  };
 };
 
 }  // namespace

@@ -32,9 +32,13 @@ namespace {
 
 constexpr std::size_t kReadBuffer = 64 * 1024;       // bytes per stream read
 constexpr std::size_t kMaxErrorBody = 64 * 1024;      // a failed head's body, read for its message
-constexpr int kStartAttempts = 4;                     // Start answered 429/502/503/504
+constexpr int kStartAttempts = 5;                     // Start answered 429/502/503/504
 constexpr std::chrono::milliseconds kStartBackoff{100};  // doubled per attempt
 constexpr char kKeepaliveSeconds[] = "50";            // envd's keepalive events on a silent stream
+constexpr int kUnaryAttempts = 5;                     // a unary call answered 429/502/503/504
+constexpr std::chrono::milliseconds kUnaryBackoff{50};  // doubled per attempt
+
+bool RetryableStatus(int status) { return status == 429 || status == 502 || status == 503 || status == 504; }
 
 absl::Status Protocol(std::string_view what) { return MakeError(ErrorCode::kProtocol, what); }
 
@@ -191,14 +195,27 @@ asio::awaitable<void> RunUnary(std::shared_ptr<const EnvdSession> s, std::shared
   r.target = absl::StrCat("/process.Process/", method);
   r.headers = s->HeadersFor("application/json");
   r.body = std::move(body);
-  absl::StatusOr<net::Response> resp = co_await s->client->Call(std::move(r));
   const std::string what = absl::StrCat("envd ", method);
-  if (!resp.ok()) {
-    call->result = absl::Status(resp.status().code(), absl::StrCat(A(what), ": ", resp.status().message()));
-  } else if (!net::IsSuccess(*resp)) {
-    call->result = EnvdHttpError(*resp, what);
-  } else {
-    call->result = absl::OkStatus();
+  std::chrono::milliseconds backoff = kUnaryBackoff;
+  for (int attempt = 1;; ++attempt) {
+    absl::StatusOr<net::Response> resp = co_await s->client->Call(r);
+    if (!resp.ok()) {
+      // No answer: whether it took effect is unknown, so it is not repeated
+      // (the tunnel resends what the supervisor did not acknowledge).
+      call->result = absl::Status(resp.status().code(), absl::StrCat(what, ": ", resp.status().message()));
+    } else if (net::IsSuccess(*resp)) {
+      call->result = absl::OkStatus();
+    } else {
+      call->result = EnvdHttpError(*resp, what);
+      // 429/502/503/504: the server (or E2B's proxy) says it did nothing.
+      if (RetryableStatus(resp->status) && attempt < kUnaryAttempts) {
+        asio::steady_timer t(co_await asio::this_coro::executor, backoff);
+        co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+        backoff *= 2;
+        continue;
+      }
+    }
+    break;
   }
   call->done.cancel();
 }
@@ -543,7 +560,7 @@ absl::Status EnvdHttpError(const net::Response& r, std::string_view what) {
   if (!ec) {
     if (std::optional<absl::Status> st = ConnectErrorOf(v, what)) {
       // A proxy's 5xx in Connect's words is still worth a retry.
-      if (r.status == 502 || r.status == 503 || r.status == 504 || r.status == 429) {
+      if (RetryableStatus(r.status)) {
         return absl::UnavailableError(st->message());
       }
       return *st;
@@ -588,8 +605,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> StartProcess(std::shar
     }
     (*stream)->Close();
     absl::Status err = EnvdHttpError(head, what);
-    const bool retry = head.status == 429 || head.status == 502 || head.status == 503 || head.status == 504;
-    if (!retry || attempt >= kStartAttempts) co_return err;
+    if (!RetryableStatus(head.status) || attempt >= kStartAttempts) co_return err;
     asio::steady_timer t(co_await asio::this_coro::executor, backoff);
     co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
     backoff *= 2;

@@ -34,7 +34,8 @@ absl::StatusOr<EnvdVersion> ParseEnvdVersion(std::string_view text);
 
 // What the transport learned from the control plane, shared by its channels.
 struct EnvdSession {
-  std::shared_ptr<net::Client> client;  // envd's origin
+  std::shared_ptr<net::Client> client;  // envd's origin: streams and unary calls
+  std::shared_ptr<net::Client> files;   // the same origin for /files (a longer request timeout)
   std::string sandbox_id;
   std::string access_token;  // may be empty (no header then)
   EnvdVersion version;

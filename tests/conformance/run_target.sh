@@ -104,6 +104,9 @@ case $target in
     status=0
     "$tether" conformance "${flags[@]}" || status=$?
     [[ $status -eq 0 ]] || tail -c 3000 "$work/e2b/emulator.log" >&2
+    # SIGTERM: the emulator kills the process groups it started.
+    kill -TERM "$e2b_pid" 2>/dev/null || true
+    wait "$e2b_pid" 2>/dev/null || true
     exit $status
     ;;
   *)

@@ -353,18 +353,63 @@ TEST_CASE("an envd before 0.5.2 gets no CloseStdin") {
   CHECK(f.client->calls.empty());
 }
 
-TEST_CASE("a failed SendInput fails the write with the mapped error, and stays failed") {
+TEST_CASE("a failed SendInput fails the channel with the mapped error, and it stays failed") {
   Fixture f;
   f.client->answer = net::Response{404, {}, R"({"code":"not_found","message":"process 9 not found"})"};
   f.Run([&]() -> asio::awaitable<void> {
     absl::StatusOr<std::unique_ptr<Channel>> ch = co_await f.Open(Start(9), 1000, true);
     REQUIRE(ch.ok());
-    absl::Status st = co_await (*ch)->Write("x");
-    CHECK(st.code() == absl::StatusCode::kNotFound);
-    CHECK(std::string(st.message()).find("secret-token") == std::string::npos);
+    CHECK((co_await (*ch)->Write("x")).ok());  // queued
+    // The pump's failure ends a pending read (nobody waits for an answer
+    // to input that never arrived) and every later write.
+    char buf[8];
+    absl::StatusOr<std::size_t> n = co_await (*ch)->ReadSome({buf, sizeof buf});
+    REQUIRE_FALSE(n.ok());
+    CHECK(n.status().code() == absl::StatusCode::kNotFound);
+    CHECK(std::string(n.status().message()).find("secret-token") == std::string::npos);
     CHECK((co_await (*ch)->Write("y")).code() == absl::StatusCode::kNotFound);
     (*ch)->Close();
   });
+}
+
+TEST_CASE("a SendInput answered 503 is sent again; writes queued meanwhile go together, in order") {
+  Fixture f;
+  f.Run([&]() -> asio::awaitable<void> {
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await f.Open(Start(11), 1000, true);
+    REQUIRE(ch.ok());
+    f.client->answer = net::Response{503, {}, R"({"code":"unavailable","message":"busy"})"};
+    CHECK((co_await (*ch)->Write("a")).ok());
+    CHECK((co_await (*ch)->Write("b")).ok());
+    CHECK((co_await (*ch)->Write("c")).ok());
+    asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::milliseconds(20));
+    co_await t.async_wait(asio::use_awaitable);
+    f.client->answer = net::Response{200, {}, "{}"};
+    CHECK((co_await (*ch)->Write("d")).ok());
+    t.expires_after(std::chrono::milliseconds(300));
+    co_await t.async_wait(asio::use_awaitable);
+    CHECK((co_await (*ch)->Write("e")).ok());
+    t.expires_after(std::chrono::milliseconds(20));
+    co_await t.async_wait(asio::use_awaitable);
+    (*ch)->CloseWrite();
+    t.expires_after(std::chrono::milliseconds(20));
+    co_await t.async_wait(asio::use_awaitable);
+  });
+  // "a" at once, answered 503 and sent again (after 50 ms, by then
+  // accepted); "b", "c" and "d" queued meanwhile go in one call; then "e",
+  // CloseStdin after it, and the SIGKILL of a closed, unfinished process.
+  std::vector<std::string> sent;
+  for (const net::Request& r : f.client->calls) {
+    if (r.target != "/process.Process/SendInput") {
+      sent.push_back(r.target);
+      continue;
+    }
+    std::string piece;
+    REQUIRE(absl::Base64Unescape(std::string(json::parse(r.body).at("input").at("stdin").as_string()), &piece));
+    sent.push_back(piece);
+  }
+  const std::vector<std::string> want = {"a", "a", "bcd", "e", "/process.Process/CloseStdin",
+                                         "/process.Process/SendSignal"};
+  CHECK(sent == want);
 }
 
 TEST_CASE("Close ends a pending read promptly") {

@@ -31,6 +31,7 @@ namespace json = boost::json;
 namespace {
 
 constexpr std::size_t kReadBuffer = 64 * 1024;       // bytes per stream read
+constexpr std::size_t kMaxQueuedInput = 1 << 20;      // stdin bytes accepted ahead of envd
 constexpr std::size_t kMaxErrorBody = 64 * 1024;      // a failed head's body, read for its message
 constexpr int kStartAttempts = 5;                     // Start answered 429/502/503/504
 constexpr std::chrono::milliseconds kStartBackoff{100};  // doubled per attempt
@@ -176,20 +177,9 @@ std::string StartBody(const std::vector<std::string>& argv) {
   return json::serialize(o);
 }
 
-// One unary call, run detached in the order it was queued (after `prev`).
-struct UnaryCall {
-  explicit UnaryCall(const asio::any_io_executor& ex) : done(ex, std::chrono::steady_clock::time_point::max()) {}
-  asio::steady_timer done;  // cancelled when `result` is set (and to wake a waiter on Close)
-  std::optional<absl::Status> result;
-};
-
-asio::awaitable<void> RunUnary(std::shared_ptr<const EnvdSession> s, std::shared_ptr<UnaryCall> prev,
-                               std::shared_ptr<UnaryCall> call, std::string method, std::string body) {
-  while (prev && !prev->result) {
-    auto [ec] = co_await prev->done.async_wait(asio::as_tuple(asio::use_awaitable));
-    (void)ec;
-  }
-  prev.reset();
+// One unary envd call; answers 429/502/503/504 (the server, or E2B's proxy,
+// says it did nothing) are sent again a few times.
+asio::awaitable<absl::Status> Unary(std::shared_ptr<const EnvdSession> s, std::string method, std::string body) {
   net::Request r;
   r.method = "POST";
   r.target = absl::StrCat("/process.Process/", method);
@@ -199,31 +189,41 @@ asio::awaitable<void> RunUnary(std::shared_ptr<const EnvdSession> s, std::shared
   std::chrono::milliseconds backoff = kUnaryBackoff;
   for (int attempt = 1;; ++attempt) {
     absl::StatusOr<net::Response> resp = co_await s->client->Call(r);
-    if (!resp.ok()) {
-      // No answer: whether it took effect is unknown, so it is not repeated
-      // (the tunnel resends what the supervisor did not acknowledge).
-      call->result = absl::Status(resp.status().code(), absl::StrCat(what, ": ", resp.status().message()));
-    } else if (net::IsSuccess(*resp)) {
-      call->result = absl::OkStatus();
-    } else {
-      call->result = EnvdHttpError(*resp, what);
-      // 429/502/503/504: the server (or E2B's proxy) says it did nothing.
-      if (RetryableStatus(resp->status) && attempt < kUnaryAttempts) {
-        asio::steady_timer t(co_await asio::this_coro::executor, backoff);
-        co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-        backoff *= 2;
-        continue;
-      }
-    }
-    break;
+    // No answer: whether it took effect is unknown, so it is not repeated
+    // (the tunnel resends what the supervisor did not acknowledge).
+    if (!resp.ok()) co_return absl::Status(resp.status().code(), absl::StrCat(what, ": ", resp.status().message()));
+    if (net::IsSuccess(*resp)) co_return absl::OkStatus();
+    if (!RetryableStatus(resp->status) || attempt >= kUnaryAttempts) co_return EnvdHttpError(*resp, what);
+    asio::steady_timer t(co_await asio::this_coro::executor, backoff);
+    co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    backoff *= 2;
   }
-  call->done.cancel();
 }
+
+class EnvdChannel;
+
+// Stdin on its way: Write queues bytes here and returns; one pump sends
+// them in order, in as few SendInput calls as it can (what piled up while a
+// call was out goes in the next, up to kInputPiece), then CloseStdin when
+// asked. Shared with the pump, which may outlive the channel.
+struct StdinQueue {
+  explicit StdinQueue(const asio::any_io_executor& ex) : wake(ex, std::chrono::steady_clock::time_point::max()) {}
+  std::string pending;            // accepted, not yet sent (about kMaxQueuedInput at most)
+  bool pumping = false;
+  bool close_stdin = false;       // CloseStdin once `pending` is sent
+  bool stopped = false;           // the channel was closed
+  absl::Status failure;           // sticky
+  asio::steady_timer wake;        // cancelled when space frees up or the queue fails
+  EnvdChannel* owner = nullptr;   // told of a failure; null once the channel is closed
+};
 
 class EnvdChannel final : public Channel {
  public:
   EnvdChannel(asio::any_io_executor ex, std::shared_ptr<const EnvdSession> s, std::unique_ptr<net::BodyStream> stream)
-      : ex_(std::move(ex)), s_(std::move(s)), stream_(std::move(stream)), raw_(kReadBuffer, '\0') {}
+      : ex_(std::move(ex)), s_(std::move(s)), stream_(std::move(stream)), raw_(kReadBuffer, '\0'),
+        q_(std::make_shared<StdinQueue>(ex_)) {
+    q_->owner = this;
+  }
   ~EnvdChannel() override { Close(); }
 
   // Reads until the start event (the first one envd must send).
@@ -254,16 +254,23 @@ class EnvdChannel final : public Channel {
   }
 
   asio::awaitable<absl::Status> Write(std::string_view bytes) override {
-    if (closed_) co_return Closed();
-    if (!write_failure_.ok()) co_return write_failure_;
-    if (stdin_closed_) co_return absl::FailedPreconditionError("envd: stdin was already closed");
     for (std::size_t off = 0; off < bytes.size(); off += kInputPiece) {
-      std::shared_ptr<UnaryCall> call = Enqueue("SendInput", SendInputBody(pid_, bytes.substr(off, kInputPiece)));
-      absl::Status st = co_await WaitFor(*call);
-      if (!st.ok()) {
-        write_failure_ = st;
-        co_return st;
+      while (true) {
+        if (closed_) co_return Closed();
+        if (!q_->failure.ok()) co_return q_->failure;
+        if (stdin_closed_) co_return absl::FailedPreconditionError("envd: stdin was already closed");
+        if (q_->pending.size() < kMaxQueuedInput) break;
+        try {
+          co_await q_->wake.async_wait(asio::as_tuple(asio::use_awaitable));
+        } catch (const boost::system::system_error&) {
+          co_return absl::CancelledError("envd: the write was cancelled");
+        }
+        asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
+        if (cs.cancelled() != asio::cancellation_type::none) co_return absl::CancelledError("envd: the write was cancelled");
       }
+      const std::string_view piece = bytes.substr(off, kInputPiece);
+      q_->pending.append(piece.data(), piece.size());
+      Pump();
     }
     co_return absl::OkStatus();
   }
@@ -272,21 +279,31 @@ class EnvdChannel final : public Channel {
     if (closed_ || stdin_closed_) return;
     stdin_closed_ = true;
     // Older envd has no CloseStdin; the supervisor ends input in-band.
-    if (s_->version.AtLeast(0, 5, 2)) Enqueue("CloseStdin", PidBody(pid_));
+    if (!s_->version.AtLeast(0, 5, 2)) return;
+    q_->close_stdin = true;
+    Pump();
   }
 
   void Close() override {
     if (closed_) return;
     closed_ = true;
+    q_->stopped = true;
+    q_->owner = nullptr;
+    q_->wake.cancel();
     if (stream_) stream_->Close();
-    if (last_) last_->done.cancel();
     // Dropping envd's stream does not end the process: a bridge whose
     // channel is gone would linger. Best effort, in the background.
     if (started_ && !ended_) {
-      auto call = std::make_shared<UnaryCall>(ex_);
-      asio::co_spawn(ex_, RunUnary(s_, nullptr, call, "SendSignal", SignalBody(pid_, "SIGNAL_SIGKILL")),
-                     asio::detached);
+      asio::co_spawn(ex_, Unary(s_, "SendSignal", SignalBody(pid_, "SIGNAL_SIGKILL")),
+                     [](std::exception_ptr, absl::Status) {});
     }
+  }
+
+  // The pump's failure: the channel as a whole has failed (a reader must
+  // not wait for an answer to input that never arrived).
+  void FailFromStdin(const absl::Status& st) {
+    if (failure_.ok()) failure_ = st;
+    if (stream_) stream_->Close();
   }
 
   std::optional<int> exit_code() const override { return exit_; }
@@ -305,6 +322,7 @@ class EnvdChannel final : public Channel {
     if (e->has_value()) co_return Handle(**e);
     absl::StatusOr<std::size_t> n = co_await stream_->ReadSome({raw_.data(), raw_.size()});
     if (closed_) co_return Closed();
+    if (!failure_.ok()) co_return failure_;  // (stdin failed meanwhile)
     if (!n.ok()) {
       co_return absl::Status(n.status().code(), absl::StrCat("envd stream: ", n.status().message()));
     }
@@ -371,29 +389,36 @@ class EnvdChannel final : public Channel {
     return absl::OkStatus();
   }
 
-  std::shared_ptr<UnaryCall> Enqueue(std::string method, std::string body) {
-    auto call = std::make_shared<UnaryCall>(ex_);
-    std::shared_ptr<UnaryCall> prev = std::move(last_);
-    last_ = call;
-    asio::co_spawn(ex_, RunUnary(s_, std::move(prev), call, std::move(method), std::move(body)), asio::detached);
-    return call;
+  void Pump() {
+    if (q_->pumping) return;
+    q_->pumping = true;
+    asio::co_spawn(ex_, RunPump(s_, q_, pid_), asio::detached);
   }
 
-  // The call's result; ends early (an error) on Close() or cancellation.
-  asio::awaitable<absl::Status> WaitFor(UnaryCall& call) {
-    while (!call.result) {
-      if (closed_) co_return Closed();
-      try {
-        co_await call.done.async_wait(asio::as_tuple(asio::use_awaitable));
-      } catch (const boost::system::system_error&) {
-        co_return absl::CancelledError("envd: the write was cancelled");
+  static asio::awaitable<void> RunPump(std::shared_ptr<const EnvdSession> s, std::shared_ptr<StdinQueue> q,
+                                       std::uint32_t pid) {
+    while (!q->stopped && q->failure.ok()) {
+      absl::Status st;
+      if (!q->pending.empty()) {
+        const std::size_t n = std::min(q->pending.size(), kInputPiece);
+        std::string body = SendInputBody(pid, std::string_view(q->pending).substr(0, n));
+        q->pending.erase(0, n);
+        q->wake.cancel();  // room for a waiting Write
+        st = co_await Unary(s, "SendInput", std::move(body));
+      } else if (q->close_stdin) {
+        q->close_stdin = false;
+        (void)co_await Unary(s, "CloseStdin", PidBody(pid));  // fire and forget, but after the input
+        continue;
+      } else {
+        break;
       }
-      asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
-      if (cs.cancelled() != asio::cancellation_type::none) {
-        co_return absl::CancelledError("envd: the write was cancelled");
+      if (!st.ok() && !q->stopped) {
+        q->failure = st;
+        q->wake.cancel();
+        if (q->owner != nullptr) q->owner->FailFromStdin(st);
       }
     }
-    co_return *call.result;
+    q->pumping = false;
   }
 
   asio::any_io_executor ex_;
@@ -409,8 +434,7 @@ class EnvdChannel final : public Channel {
   bool started_ = false, ended_ = false, finished_ = false, closed_ = false, stdin_closed_ = false;
   std::optional<int> exit_;
   absl::Status failure_;        // the stream's, sticky
-  absl::Status write_failure_;  // stdin's, sticky
-  std::shared_ptr<UnaryCall> last_;  // the newest unary call (order and Close)
+  std::shared_ptr<StdinQueue> q_;
 };
 
 }  // namespace

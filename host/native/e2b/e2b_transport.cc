@@ -269,14 +269,14 @@ class E2bTransport final : public Transport {
     absl::StatusOr<net::Response> resp = co_await api_->Call(std::move(r));
     if (!resp.ok()) co_return absl::Status(resp.status().code(), absl::StrCat(what, ": ", resp.status().message()));
     if (!net::IsSuccess(*resp)) {
-      absl::Status st = net::HttpError(*resp, what);
+      absl::Status st = net::HttpError(*resp, absl::StrCat("POST /v2/sandboxes/", o_.sandbox_id, "/connect"));
       if (st.code() == absl::StatusCode::kNotFound) {
         co_return absl::NotFoundError(absl::StrCat("e2b: sandbox '", o_.sandbox_id, "' not found (", st.message(), ")"));
       }
       if (st.code() == absl::StatusCode::kUnauthenticated || st.code() == absl::StatusCode::kPermissionDenied) {
-        co_return absl::Status(st.code(), absl::StrCat("e2b: the API key (E2B_API_KEY) was refused: ", st.message()));
+        co_return absl::Status(st.code(), absl::StrCat("e2b: the API key (E2B_API_KEY) was refused (", st.message(), ")"));
       }
-      co_return st;
+      co_return absl::Status(st.code(), absl::StrCat("e2b: ", st.message()));
     }
     boost::system::error_code ec;
     json::value v = json::parse(resp->body, ec);

@@ -355,7 +355,7 @@ TEST_CASE("an envd before 0.5.2 gets no CloseStdin") {
 
 TEST_CASE("a failed SendInput fails the channel with the mapped error, and it stays failed") {
   Fixture f;
-  f.client->answer = net::Response{404, {}, R"({"code":"not_found","message":"process 9 not found"})"};
+  f.client->answer = net::Response{403, {}, R"({"code":"permission_denied","message":"no input for you"})"};
   f.Run([&]() -> asio::awaitable<void> {
     absl::StatusOr<std::unique_ptr<Channel>> ch = co_await f.Open(Start(9), 1000, true);
     REQUIRE(ch.ok());
@@ -365,10 +365,26 @@ TEST_CASE("a failed SendInput fails the channel with the mapped error, and it st
     char buf[8];
     absl::StatusOr<std::size_t> n = co_await (*ch)->ReadSome({buf, sizeof buf});
     REQUIRE_FALSE(n.ok());
-    CHECK(n.status().code() == absl::StatusCode::kNotFound);
+    CHECK(n.status().code() == absl::StatusCode::kPermissionDenied);
     CHECK(std::string(n.status().message()).find("secret-token") == std::string::npos);
-    CHECK((co_await (*ch)->Write("y")).code() == absl::StatusCode::kNotFound);
+    CHECK((co_await (*ch)->Write("y")).code() == absl::StatusCode::kPermissionDenied);
     (*ch)->Close();
+  });
+}
+
+TEST_CASE("input to a process envd no longer knows fails writes, but its output is still read to the end") {
+  Fixture f;
+  f.client->answer = net::Response{404, {}, R"({"code":"not_found","message":"process 9 not found"})"};
+  f.Run([&]() -> asio::awaitable<void> {
+    absl::StatusOr<std::unique_ptr<Channel>> ch =
+        co_await f.Open(Start(9) + Out("last words") + End(R"({"exitCode":0,"exited":true})") + Trailer(), 1);
+    REQUIRE(ch.ok());
+    CHECK((co_await (*ch)->Write("x")).ok());  // queued
+    absl::Status end;
+    CHECK(co_await ReadAll(**ch, &end) == "last words");
+    CHECK(end.ok());
+    CHECK((*ch)->exit_code() == 0);
+    CHECK((co_await (*ch)->Write("y")).code() == absl::StatusCode::kNotFound);
   });
 }
 

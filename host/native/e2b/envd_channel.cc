@@ -266,7 +266,9 @@ class EnvdChannel final : public Channel {
           co_return absl::CancelledError("envd: the write was cancelled");
         }
         asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
-        if (cs.cancelled() != asio::cancellation_type::none) co_return absl::CancelledError("envd: the write was cancelled");
+        if (cs.cancelled() != asio::cancellation_type::none) {
+          co_return absl::CancelledError("envd: the write was cancelled");
+        }
       }
       const std::string_view piece = bytes.substr(off, kInputPiece);
       q_->pending.append(piece.data(), piece.size());
@@ -300,8 +302,11 @@ class EnvdChannel final : public Channel {
   }
 
   // The pump's failure: the channel as a whole has failed (a reader must
-  // not wait for an answer to input that never arrived).
+  // not wait for an answer to input that never arrived). Unless the
+  // process is gone (it ended, or envd no longer knows its pid): then its
+  // stream ends by itself, and what is still in it is read first.
   void FailFromStdin(const absl::Status& st) {
+    if (ended_ || finished_ || st.code() == absl::StatusCode::kNotFound) return;
     if (failure_.ok()) failure_ = st;
     if (stream_) stream_->Close();
   }

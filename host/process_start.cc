@@ -165,6 +165,19 @@ asio::awaitable<void> CloseAtDeadline(asio::steady_timer& deadline, Process::Sta
   if (!ec && state.session) state.session->Close();
 }
 
+// Reattaches until `deadline`; past it the operation is cancelled and the
+// session closed too (CloseAtDeadline), so that a channel that ignores
+// cancellation cannot hold a reopen past its time limit.
+asio::awaitable<absl::StatusOr<wire::Welcome>> ReattachUntil(Process::State& state, wire::Hello hello,
+                                                             std::chrono::steady_clock::time_point deadline) {
+  using namespace asio::experimental::awaitable_operators;
+  asio::steady_timer timer(co_await asio::this_coro::executor, deadline);
+  auto raced = co_await (state.tunnel->Reattach(state.target, std::move(hello), state.session) ||
+                         CloseAtDeadline(timer, state));
+  if (raced.index() == 0) co_return std::get<0>(std::move(raced));
+  co_return absl::UnavailableError("attaching to the process did not finish within the time limit");
+}
+
 wire::Envelope LaunchEnvelope(const StartOptions& options, const std::string& launch_id, const std::string& secret,
                               const std::string& state_dir) {
   wire::Envelope launch_env;
@@ -389,8 +402,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
   state->core.ticket.set_mac(ref->ticket_mac);
   wire::Hello hello = state->ResumeHello();
   hello.set_control(options.control);
-  absl::StatusOr<wire::Welcome> welcome = co_await WithDeadline(
-      state->tunnel->Reattach(state->target, hello, state->session), deadline, "attaching to the process");
+  absl::StatusOr<wire::Welcome> welcome = co_await ReattachUntil(*state, hello, deadline);
   if (!welcome.ok() && absl::IsUnavailable(welcome.status()) && ErrorCodeOf(welcome.status()) != ErrorCode::kBusy &&
       !(co_await Cancelled())) {
     // The connection ended without an answer: a supervisor that was ending
@@ -400,8 +412,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
     if (state->session) state->session->Close();
     asio::steady_timer pause(transport.executor(), std::chrono::milliseconds(100));
     co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
-    welcome = co_await WithDeadline(state->tunnel->Reattach(state->target, std::move(hello), state->session),
-                                    deadline, "attaching to the process");
+    welcome = co_await ReattachUntil(*state, std::move(hello), deadline);
   }
   if (co_await Cancelled()) {
     if (state->session) state->session->Close();

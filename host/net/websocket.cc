@@ -139,6 +139,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<WebSocket>>> ClientImpl::OpenWebS
     absl::Status st = co_await Connect(conn);
     if (!st.ok()) co_return st;
   }
+  if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
   auto state = std::make_shared<WsState>(std::move(conn->stream));
   Watchdog wd(ex_, options_.connect_timeout, WsCloser(state));
   websocket::stream<Stream>& ws = state->ws;

@@ -36,13 +36,18 @@
 //        (application/json); StreamInput (client streaming) too.
 //   POST /files?path=P   multipart field "file" (or application/octet-stream,
 //        optionally gzip, for envd >= 0.5.7); parents created.
-//   GET  /files?path=P   the bytes.      GET /health -> 204.
+//   GET  /files?path=P   the bytes (gzip-encoded when Accept-Encoding asks for it).
+//   GET  /health -> 204 (no auth).
 // Faithful limits: Connect-Timeout-Ms on Start kills the process (SIGKILL) when
 // it elapses and ends the stream with deadline_exceeded (on Connect it only
 // ends that stream); output produced while no stream is attached is dropped;
 // every attached stream gets every event; dropping a stream never kills the
 // process; SendSignal accepts SIGTERM/SIGKILL only and hits the one pid.
-// Keepalive events every Keepalive-Ping-Interval seconds (default 50).
+// Keepalive events every Keepalive-Ping-Interval seconds (default 50). The end
+// event comes once the process has exited AND its stdout/stderr pipes reached
+// EOF (a background grandchild holding them delays it, as envd's output
+// readers do); a signal death reports exitCode -1, exited false, status
+// "signal: killed" (Go's wording), and error = status for any failure.
 //
 // Faults (--faults SPEC, comma-separated; see lib/faults.mjs):
 //   seed=N      PRNG seed (default 1), reproducible per request order.
@@ -55,7 +60,7 @@
 //
 // Paths for /files: "~" and relative paths resolve under the sandbox home;
 // absolute paths are used as they are (the "sandbox" is this machine).
-import { createGunzip } from 'node:zlib';
+import { createGunzip, createGzip } from 'node:zlib';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -205,11 +210,15 @@ class Proc {
     };
     child.stdout.on('data', onData('stdout'));
     child.stderr.on('data', onData('stderr'));
+    // 'exit' comes first (the pid is reaped and may be reused); 'close' once
+    // the output pipes reach EOF, which is when envd reports the end.
+    this.exited = false;
+    child.on('exit', () => { this.exited = true; });
     child.on('close', (code, signal) => this.onClose(code, signal));
   }
 
   onClose(code, signal) {
-    procs.delete(this.pid);
+    if (procs.get(this.pid) === this) procs.delete(this.pid);
     clearTimeout(this.lifetime);
     const end = code !== null
       ? { exitCode: code, exited: true, status: `exit status ${code}` }
@@ -451,6 +460,8 @@ async function handleUnary(req, res, method) {
         const proc = selectProcess(msg.process);
         const sig = SIGNALS[msg.signal];
         if (!sig) throw new RpcError('invalid_argument', `invalid signal: ${JSON.stringify(msg.signal ?? null)}`);
+        // Never signal a reaped pid: the number may belong to someone else now.
+        if (proc.exited) throw new RpcError('not_found', `process with pid ${proc.pid} not found`);
         try { process.kill(proc.pid, sig); } catch (e) { throw new RpcError('internal', `error sending signal: ${e.code}`); }
         log.line('SendSignal', sig, 'pid', proc.pid);
         break;
@@ -525,12 +536,17 @@ async function handleFiles(req, res, url) {
     let st;
     try { st = fs.statSync(p); } catch { return restError(res, 404, `path '${p}' does not exist`); }
     if (st.isDirectory()) return restError(res, 400, `path '${p}' is a directory`);
-    res.writeHead(200, {
+    const headers = {
       'content-type': 'application/octet-stream',
-      'content-length': st.size,
       'content-disposition': `attachment; filename="${path.basename(p).replace(/"/g, '')}"`,
-    });
-    await pipeline(fs.createReadStream(p), res).catch(() => {});
+    };
+    const gzip = /\bgzip\b/i.test(req.headers['accept-encoding'] ?? '');
+    if (gzip) headers['content-encoding'] = 'gzip';
+    else headers['content-length'] = st.size;
+    res.writeHead(200, headers);
+    const stages = [fs.createReadStream(p)];
+    if (gzip) stages.push(createGzip());
+    await pipeline(...stages, res).catch(() => {});
     return;
   }
   if (req.method !== 'POST') return restError(res, 405, 'method not allowed');
@@ -553,7 +569,7 @@ async function handleFiles(req, res, url) {
     } catch (e) {
       return restError(res, 400, `error writing file: ${e.code ?? e.message}`);
     }
-    log.line('files wrote', qpath, 'octet-stream');
+    log.line('files wrote', qpath, enc === 'gzip' ? 'octet-stream gzip' : 'octet-stream');
     return sendJson(res, 200, [entry(p)]);
   }
   if (!ctype.startsWith('multipart/form-data')) {

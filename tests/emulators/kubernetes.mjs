@@ -40,7 +40,8 @@
 //     (1, else 2, else 3) announces the connection. At exit: the status frame
 //     {"metadata":{},"status":"Success"} or Failure/NonZeroExitCode with
 //     details.causes [{reason:"ExitCode",message:"<code>"}] (a signal gives
-//     128+N), then a close frame 1000. A command that cannot start gives
+//     128+N), then a close frame 1000. The status is sent once the process
+//     has exited and its output pipes reached EOF. A command that cannot start gives
 //     Failure/InternalError code 500. No reattach: each exec is a new process.
 //     A client that closes the WebSocket (v4's way to say stdin EOF) or is cut
 //     off gets its process's stdin closed; the process is left to exit by itself

@@ -88,6 +88,38 @@ TEST_CASE("a setup timeout cannot hang on a channel that ignores cancellation") 
   });
 }
 
+TEST_CASE("a reopen's time limit cannot hang on a channel that ignores cancellation") {
+  // Before: Reopen's deadline only cancelled the attach, whose read ignored
+  // it (kIgnoredFor); now it closes the session as Start's does.
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    StartOptions o = Opts();
+    o.argv = V("sleep", "30");
+    absl::StatusOr<std::unique_ptr<Process>> p = co_await Process::Start(t, o);
+    REQUIRE(p.ok());
+    absl::StatusOr<std::string> ref = (*p)->Reference();
+    REQUIRE(ref.ok());
+    CHECK((co_await (*p)->Disconnect()).ok());
+    p->reset();
+    auto deaf_owner = std::make_shared<DeafTransport>(t);
+    ReopenOptions ro;
+    ro.timeout_ms = 2000;
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::StatusOr<std::unique_ptr<Process>> q = co_await Process::Reopen(*deaf_owner, *ref, ro);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    REQUIRE(!q.ok());
+    CAPTURE(q.status().ToString());
+    CHECK(absl::IsUnavailable(q.status()));
+    CHECK(std::string(q.status().message()).find("within the time limit") != std::string::npos);
+    CAPTURE(std::chrono::duration_cast<milliseconds>(took).count());
+    CHECK(took < kIgnoredFor / 2);
+    // The process is untouched: a normal reopen still gets it.
+    absl::StatusOr<std::unique_ptr<Process>> r = co_await Process::Reopen(t, *ref);
+    REQUIRE(r.ok());
+    CHECK((co_await (*r)->Terminate(1000)).ok());
+  });
+}
+
 awaitable<std::unique_ptr<Channel>> SpawnSh(std::string script) {
   std::vector<std::string> argv = V("sh", "-c", std::move(script));
   absl::StatusOr<std::unique_ptr<Channel>> ch =

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/cancellation_state.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -86,6 +88,14 @@ absl::Status CancelledError(const std::string& what);
 // Header names are tokens and values have no line break or NUL
 // (kInvalidArgument naming the header, never its value).
 absl::Status CheckHeaders(const Headers& headers);
+
+// Whether the awaiting coroutine was cancelled, as
+// `IsCancelled(co_await boost::asio::this_coro::cancellation_state)`. A
+// coroutine checks it before each await after its first: once cancelled,
+// Asio would throw from the next co_await of an operation or awaitable.
+inline bool IsCancelled(const boost::asio::cancellation_state& cs) {
+  return cs.cancelled() != boost::asio::cancellation_type::none;
+}
 
 // The head of a parsed response as a Response (no body).
 Response ToResponse(const http::response_header<>& h);

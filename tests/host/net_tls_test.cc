@@ -154,6 +154,46 @@ TEST_CASE("TLS: a client certificate from PEM text authenticates; without it the
   });
 }
 
+TEST_CASE("TLS: an upgraded stream hands over pipelined bytes and half-closes over TLS") {
+  Pki& pki = TestPki();
+  asio::io_context io;
+  auto tls = ServerTls(pki.server);
+  TestServer server(io, [](Stream& s) -> asio::awaitable<void> {
+    boost::beast::flat_buffer buf;
+    if (!co_await ReadRequest(s, buf)) co_return;
+    co_await WriteRaw(s, "HTTP/1.1 101 UPGRADED\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\nearly");
+    char data[64];
+    std::string got;
+    for (;;) {
+      auto [ec, n] = co_await s.async_read_some(asio::buffer(data), asio::as_tuple(asio::use_awaitable));
+      if (ec) break;  // the TCP half-close (no close_notify)
+      got.append(data, n);
+    }
+    co_await WriteRaw(s, "got:" + got);
+    boost::system::error_code ec;
+    s.lowest().shutdown(asio::socket_base::shutdown_send, ec);
+  }, tls.get());
+  auto client = MakeClient(io, server.url("https"), Trusting(pki.ca.pem()));
+  Run(io, [&]() -> asio::awaitable<void> {
+    absl::StatusOr<std::unique_ptr<RawStream>> r = co_await client->Upgrade(Req("POST", "/exec/1/start"), "tcp");
+    REQUIRE(r.ok());
+    char buf[64];
+    absl::StatusOr<std::size_t> n = co_await (*r)->ReadSome(buf);
+    REQUIRE(n.ok());
+    CHECK(std::string(buf, *n) == "early");
+    CHECK((co_await (*r)->Write("abc")).ok());
+    (*r)->ShutdownWrite();
+    std::string tail;
+    for (;;) {
+      n = co_await (*r)->ReadSome(buf);
+      REQUIRE(n.ok());
+      if (*n == 0) break;
+      tail.append(buf, *n);
+    }
+    CHECK(tail == "got:abc");
+  });
+}
+
 TEST_CASE("TLS: bad trust or key material is refused by Make without quoting it") {
   asio::io_context io;
   ClientOptions o;
@@ -328,9 +368,14 @@ Handler SlowChunks(milliseconds pause) {
 }
 
 TEST_CASE("cancellation: a cancelled ReadSome consumes nothing; Close ends a pending ReadSome") {
+  bool tls_on = false;
+  SUBCASE("plain") {}
+  SUBCASE("TLS") { tls_on = true; }
+  Pki& pki = TestPki();
+  auto tls = ServerTls(pki.server);
   asio::io_context io;
-  TestServer server(io, SlowChunks(milliseconds(300)));
-  auto client = MakeClient(io, server.url("http"));
+  TestServer server(io, SlowChunks(milliseconds(300)), tls_on ? tls.get() : nullptr);
+  auto client = MakeClient(io, server.url(tls_on ? "https" : "http"), Trusting(pki.ca.pem()));
   Run(io, [&]() -> asio::awaitable<void> {
     absl::StatusOr<std::unique_ptr<BodyStream>> s = co_await client->Open(Req("GET", "/"));
     REQUIRE(s.ok());
@@ -375,13 +420,16 @@ TEST_CASE("cancellation: a cancelled ReadSome consumes nothing; Close ends a pen
   });
 }
 
-TEST_CASE("cancellation: Close ends a pending WebSocket Read, over TLS too") {
+TEST_CASE("cancellation: a cancelled WebSocket Read loses nothing; Close ends a pending one (TLS)") {
   Pki& pki = TestPki();
   asio::io_context io;
   auto tls = ServerTls(pki.server);
   TestServer server(io, [](Stream& s) -> asio::awaitable<void> {
     websocket::stream<Stream> ws(std::move(s));
     co_await ws.async_accept(asio::use_awaitable);
+    co_await Sleep(milliseconds(150));
+    std::string late = "late";
+    co_await ws.async_write(asio::buffer(late), asio::use_awaitable);
     co_await Sleep(milliseconds(5000));
   }, tls.get());
   auto client = MakeClient(io, server.url("wss"), Trusting(pki.ca.pem()));
@@ -393,6 +441,9 @@ TEST_CASE("cancellation: Close ends a pending WebSocket Read, over TLS too") {
     asio::steady_timer t(io, milliseconds(30));
     auto raced = co_await ((*ws)->Read() || t.async_wait(asio::as_tuple(asio::use_awaitable)));
     CHECK(raced.index() == 1);
+    absl::StatusOr<WebSocketMessage> late = co_await (*ws)->Read();
+    REQUIRE(late.ok());
+    CHECK(late->data == "late");
     WebSocket* w = ws->get();
     asio::co_spawn(
         io,

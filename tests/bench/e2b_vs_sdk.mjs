@@ -15,6 +15,7 @@ const { Sandbox } = require('e2b');
 
 const kBytes = 20000000;
 const kBig = `head -c ${kBytes} /dev/zero | base64`;
+const kBigRandom = `head -c ${kBytes} /dev/urandom | base64`;  // compresses to ~75%, not ~1%
 const kSmall = 'echo hi';
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -70,7 +71,9 @@ await sdkRun(kSmall);
 const small = { tether: await measure(tetherRun, kSmall, runs), sdk: await measure(sdkRun, kSmall, runs) };
 const big = { tether: await measure(tetherRun, kBig, Math.max(1, Math.ceil(runs / 2))),
               sdk: await measure(sdkRun, kBig, Math.max(1, Math.ceil(runs / 2))) };
-for (const r of [...big.tether, ...big.sdk]) {
+const bigRandom = { tether: await measure(tetherRun, kBigRandom, Math.max(1, Math.ceil(runs / 2))),
+                    sdk: await measure(sdkRun, kBigRandom, Math.max(1, Math.ceil(runs / 2))) };
+for (const r of [...big.tether, ...big.sdk, ...bigRandom.tether, ...bigRandom.sdk]) {
   if (r.bytes < kBytes) throw new Error(`only ${r.bytes} bytes of output`);
 }
 const ttfb = { tether: median(small.tether.map((r) => r.first)), sdk: median(small.sdk.map((r) => r.first)) };
@@ -80,6 +83,8 @@ const thr = { tether: mbps(big.tether), sdk: mbps(big.sdk) };
 // The stream alone: from the first byte to the end (setup excluded).
 const smbps = (rs) => median(rs.map((r) => r.bytes / 1e6 / ((r.total - r.first) / 1000)));
 const sthr = { tether: smbps(big.tether), sdk: smbps(big.sdk) };
+const rthr = { tether: mbps(bigRandom.tether), sdk: mbps(bigRandom.sdk) };
+const rsthr = { tether: smbps(bigRandom.tether), sdk: smbps(bigRandom.sdk) };
 const round = (x) => Math.round(x * 100) / 100;
 console.log(JSON.stringify({
   runs,
@@ -89,4 +94,7 @@ console.log(JSON.stringify({
   throughput_MBps: { bytes: big.tether[0].bytes, tether: round(thr.tether), sdk: round(thr.sdk),
                      ratio_tether_over_sdk: round(thr.tether / thr.sdk) },
   stream_only_MBps: { tether: round(sthr.tether), sdk: round(sthr.sdk), ratio_tether_over_sdk: round(sthr.tether / sthr.sdk) },
+  random_throughput_MBps: { tether: round(rthr.tether), sdk: round(rthr.sdk), ratio_tether_over_sdk: round(rthr.tether / rthr.sdk) },
+  random_stream_only_MBps: { tether: round(rsthr.tether), sdk: round(rsthr.sdk),
+                             ratio_tether_over_sdk: round(rsthr.tether / rsthr.sdk) },
 }));

@@ -3,7 +3,9 @@
 # the official e2b SDK doing the same job, against one E2B emulator (TLS):
 #   - `echo hi`: ms to the first stdout byte and to the end (medians)
 #   - `head -c 20000000 /dev/zero | base64` (27 MB of text: the SDK decodes
-#     output as text): MB/s
+#     output as text): MB/s, whole run and from the first byte; the same
+#     with /dev/urandom (base64 of zeros compresses ~100x under tether's
+#     zstd, random base64 only to ~75%)
 # Prints one JSON line with the ratios (tether / SDK). Both do the control
 # plane's connect per run; tether also probes the sandbox, checks (and the
 # first time installs) its supervisor and launches it on every run.

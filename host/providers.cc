@@ -5,6 +5,7 @@
 #include "tether/command_transport.h"
 #include "tether/local_transport.h"
 #include "host/native/docker/docker_transport.h"
+#include "host/native/e2b/e2b_transport.h"
 
 namespace tether {
 namespace {
@@ -85,6 +86,27 @@ absl::StatusOr<std::shared_ptr<Transport>> MakeDocker(boost::asio::any_io_execut
   return MakeDockerTransport(std::move(ex), std::move(copy));
 }
 
+absl::StatusOr<std::any> ParseE2b(const ProviderFlags& flags) {
+  E2bOptions o;
+  for (const auto& [flag, value] : flags) {
+    if (flag == "--sandbox") o.sandbox_id = value;
+    if (flag == "--endpoint") o.api_url = value;
+    if (flag == "--sandbox-url") o.sandbox_url = value;
+    if (flag == "--ca-file") o.ca_file = value;
+  }
+  if (o.sandbox_id.empty()) return absl::InvalidArgumentError("--provider e2b needs --sandbox ID");
+  return std::any(std::move(o));
+}
+
+absl::StatusOr<std::shared_ptr<Transport>> MakeE2b(boost::asio::any_io_executor ex, const std::any& parsed,
+                                                   const ProviderHooks& hooks) {
+  const E2bOptions* o = std::any_cast<E2bOptions>(&parsed);
+  if (o == nullptr) return absl::InvalidArgumentError("e2b: options not made by its parser");
+  E2bOptions copy = *o;
+  if (hooks.upload_progress) copy.upload_progress = hooks.upload_progress;
+  return MakeE2bTransport(std::move(ex), std::move(copy));
+}
+
 std::vector<ProviderInfo> MakeRegistry() {
   std::vector<ProviderInfo> r;
   r.push_back(ProviderInfo{
@@ -122,6 +144,17 @@ std::vector<ProviderInfo> MakeRegistry() {
       false,
       ParseDocker,
       MakeDocker});
+  r.push_back(ProviderInfo{
+      "e2b",
+      "an E2B sandbox through envd's process API; the API key comes\n"
+      "from E2B_API_KEY (never a flag)",
+      {{"--sandbox", "the sandbox id, required"},
+       {"--endpoint", "the API URL (default $E2B_API_URL, else https://api.$E2B_DOMAIN)"},
+       {"--sandbox-url", "envd's URL (default $E2B_SANDBOX_URL, else from the API's answer)"},
+       {"--ca-file", "a PEM CA file trusted besides the system's"}},
+      false,
+      ParseE2b,
+      MakeE2b});
   return r;
 }
 

@@ -19,6 +19,10 @@
 #             (tests/lib/podman_docker.sh)
 #   podman    the command provider through `podman exec -i CTR sh -c` into
 #             the same kind of container
+#   e2b       the e2b provider against the E2B emulator (tests/emulators/e2b.mjs)
+#             over TLS
+#   e2b-faults  the same with the emulator cutting streams, answering 5xx and
+#             stalling at random (seeded): every failure must be reattached
 #
 # Exits with the conformance run's status; 77 (skipped) when this machine
 # cannot make the target (e.g. user namespaces disabled).
@@ -105,6 +109,25 @@ case $target in
     else
       "$tether" conformance --provider command --prefix "$podman_cmd exec -i $podman_ctr sh -c" || status=$?
     fi
+    exit $status
+    ;;
+  e2b|e2b-faults)
+    # shellcheck source=../lib/e2b_emulator.sh
+    source "$(dirname "${BASH_SOURCE[0]}")/../lib/e2b_emulator.sh"
+    args=(--tls)
+    [[ $target == e2b ]] || args+=(--faults seed=1,cut=0.01,http5xx=0.05,slow=0.05)
+    rc=0
+    start_e2b_emulator "$work/e2b" "${args[@]}" || rc=$?
+    [[ -z ${e2b_pid:-} ]] || pids+=("$e2b_pid")
+    [[ $rc -ne 77 ]] || skip "cannot run the E2B emulator here"
+    [[ $rc -eq 0 ]] || exit 1
+    mapfile -t flags < <(e2b_flags)
+    status=0
+    "$tether" conformance "${flags[@]}" || status=$?
+    [[ $status -eq 0 ]] || tail -c 3000 "$work/e2b/emulator.log" >&2
+    # SIGTERM: the emulator kills the process groups it started.
+    kill -TERM "$e2b_pid" 2>/dev/null || true
+    wait "$e2b_pid" 2>/dev/null || true
     exit $status
     ;;
   *)

@@ -1,0 +1,362 @@
+#include "host/native/e2b/e2b_transport.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <optional>
+#include <random>
+#include <set>
+#include <vector>
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "host/native/e2b/envd_channel.h"
+#include "host/net/http.h"
+#include "tether/shell_setup.h"
+#include "protocol/sha256.h"
+
+namespace tether {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace {
+
+constexpr int kConnectAttempts = 3;                        // the control plane answered 5xx or was unreachable
+constexpr std::chrono::milliseconds kConnectBackoff{200};  // doubled per attempt
+constexpr std::size_t kSmallFileBytes = 64 * 1024;         // through the shell (umask 077), not /files
+constexpr std::chrono::milliseconds kUploadTimeout{300000};  // one /files upload (a supervisor is a few MB)
+constexpr int kScriptAttempts = 3;  // a setup script whose channel failed (cut, 5xx): they are idempotent
+constexpr std::size_t kScriptPiece = 64 * 1024;  // stdin bytes per Write
+
+// (Debian's absl has a string_view of its own.)
+absl::string_view A(std::string_view s) { return {s.data(), s.size()}; }
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+// The sandbox's sha256sum, from coreutils or busybox.
+constexpr char kSha256[] =
+    "if command -v sha256sum >/dev/null 2>&1; then S=sha256sum; else S='busybox sha256sum'; fi; ";
+
+std::string OctalMode(int mode) {
+  return absl::StrCat(absl::Dec(mode >> 6 & 7), absl::Dec(mode >> 3 & 7), absl::Dec(mode & 7));
+}
+
+std::string Basename(std::string_view path) {
+  const std::size_t slash = path.rfind('/');
+  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
+}
+
+// A multipart/form-data body with one field "file" (envd before 0.5.7).
+std::string MultipartBody(std::string_view bytes, std::string_view filename, std::string* boundary) {
+  std::random_device rd;
+  do {
+    *boundary = absl::StrCat("tether-", absl::Hex(rd(), absl::kZeroPad8), absl::Hex(rd(), absl::kZeroPad8),
+                             absl::Hex(rd(), absl::kZeroPad8));
+  } while (absl::StrContains(A(bytes), *boundary));
+  std::string safe_name = absl::StrReplaceAll(A(filename), {{"\"", "_"}, {"\r", "_"}, {"\n", "_"}});
+  return absl::StrCat("--", *boundary, "\r\nContent-Disposition: form-data; name=\"file\"; filename=\"", safe_name,
+                      "\"\r\nContent-Type: application/octet-stream\r\n\r\n", A(bytes), "\r\n--", *boundary, "--\r\n");
+}
+
+class E2bTransport final : public Transport {
+ public:
+  E2bTransport(asio::any_io_executor ex, E2bOptions o) : ex_(std::move(ex)), o_(std::move(o)) {}
+
+  std::string_view name() const override { return "e2b"; }
+  ChannelCapabilities capabilities() const override {
+    ChannelCapabilities c;
+    c.exact_bytes = true;   // base64 in JSON both ways
+    c.streaming = true;
+    c.costly_bytes = true;
+    c.cut_prone = true;     // an HTTP response stream through E2B's proxies
+    return c;
+  }
+  std::string sandbox_id() const override { return o_.sandbox_id; }
+  asio::any_io_executor executor() const override { return ex_; }
+
+  asio::awaitable<absl::StatusOr<SandboxInfo>> Probe() override {
+    if (info_) co_return *info_;
+    absl::StatusOr<SandboxInfo> info = co_await ShellProbe(runner_, absl::StrCat("e2b sandbox ", o_.sandbox_id), "");
+    if (!info.ok()) co_return info.status();
+    info_ = *info;
+    co_return *info;
+  }
+
+  asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
+    if (argv.empty()) co_return absl::InvalidArgumentError("exec: empty argv");
+    absl::StatusOr<std::shared_ptr<const e2b::EnvdSession>> s = co_await Session();
+    if (!s.ok()) co_return s.status();
+    co_return co_await e2b::StartProcess(*s, std::move(argv));
+  }
+
+  asio::awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
+    if (bytes.size() <= kSmallFileBytes) {
+      // Small files (markers, anything that may be private) go through the
+      // shell with umask 077: never world-readable, even for a moment.
+      ShellUploadOptions u;
+      u.progress = o_.upload_progress;
+      u.installed = &installed_;
+      co_return co_await ShellPutFile(runner_, std::move(path), bytes, mode, std::move(u));
+    }
+    const std::string hash = protocol::Sha256Hex(bytes);
+    const std::string key = absl::StrCat(path, "\n", hash);
+    if (installed_.count(key)) co_return absl::OkStatus();
+    const std::string q = ShellQuote(path);
+    absl::StatusOr<ScriptResult> have = co_await runner_(
+        absl::StrCat(kSha256, "f=", q, "; if [ -f \"$f\" ] && [ ! -L \"$f\" ] && ",
+                     "[ \"$($S < \"$f\" | cut -c1-64)\" = ", hash, " ]; then echo tether-have; ",
+                     "else echo tether-need; fi"),
+        std::string_view());
+    if (!have.ok()) co_return have.status();
+    if (absl::StrContains(have->out, "tether-have")) {
+      installed_.insert(key);
+      co_return absl::OkStatus();
+    }
+    if (!absl::StrContains(have->out, "tether-need")) {
+      co_return absl::UnavailableError(absl::StrCat("e2b: checking ", path, " in the sandbox failed: ", have->out,
+                                                    have->diag.empty() ? "" : " (stderr: " + have->diag + ")"));
+    }
+    // The file API into a temporary name beside `path`, then sha256 checked
+    // and renamed into place by the shell (never a partial file at `path`).
+    const std::string tmp = absl::StrCat(path, ".up.", hash.substr(0, 16));
+    if (o_.upload_progress) o_.upload_progress(0, bytes.size());
+    if (absl::Status st = co_await Upload(tmp, bytes); !st.ok()) co_return st;
+    if (o_.upload_progress) o_.upload_progress(bytes.size(), bytes.size());
+    absl::StatusOr<ScriptResult> put = co_await runner_(
+        absl::StrCat(kSha256, "f=", q, "; t=", ShellQuote(tmp), "; h=$($S < \"$t\" | cut -c1-64); ",
+                     "if [ \"$h\" = ", hash, " ] && chmod ", OctalMode(mode), " \"$t\" && mv -f \"$t\" \"$f\"; ",
+                     "then echo tether-put-ok; else rm -f \"$t\"; echo \"tether-put-bad $h\"; fi"),
+        std::string_view());
+    if (!put.ok()) co_return put.status();
+    if (!absl::StrContains(put->out, "tether-put-ok")) {
+      co_return absl::DataLossError(absl::StrCat("e2b: uploading ", path, " (", bytes.size(), " bytes, sha256 ", hash,
+                                                 ") failed: the sandbox said: ", put->out));
+    }
+    installed_.insert(key);
+    co_return absl::OkStatus();
+  }
+
+ private:
+  // The shell runner for Probe and PutFile. Unlike RunScriptOn it tells a
+  // cut stream from EOF, and runs the script again then: every setup script
+  // is idempotent (mkdir -p, a check, a copy to a temporary name then a
+  // checked rename), and envd's streams are cut by design.
+  asio::awaitable<absl::StatusOr<ScriptResult>> RunScript(std::string script, std::string_view input) {
+    std::chrono::milliseconds backoff = kConnectBackoff;
+    for (int attempt = 1;; ++attempt) {
+      absl::StatusOr<ScriptResult> r = co_await RunScriptOnce(script, input);
+      if (r.ok() || r.status().code() != absl::StatusCode::kUnavailable || attempt >= kScriptAttempts) co_return r;
+      asio::steady_timer t(co_await asio::this_coro::executor, backoff);
+      co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+      backoff *= 2;
+    }
+  }
+
+  asio::awaitable<absl::StatusOr<ScriptResult>> RunScriptOnce(const std::string& script, std::string_view input) {
+    std::vector<std::string> argv;  // (named: g++ 12 and braced lists in coroutines)
+    argv.push_back("/bin/sh");
+    argv.push_back("-c");
+    argv.push_back(script);
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await Exec(std::move(argv));
+    if (!ch.ok()) co_return ch.status();
+    Channel& c = **ch;
+    for (std::size_t off = 0; off < input.size(); off += kScriptPiece) {
+      if (absl::Status st = co_await c.Write(input.substr(off, kScriptPiece)); !st.ok()) {
+        c.Close();
+        co_return absl::UnavailableError(absl::StrCat("e2b: sending to the sandbox failed: ", st.message()));
+      }
+      if (o_.upload_progress) o_.upload_progress(std::min(off + kScriptPiece, input.size()), input.size());
+    }
+    c.CloseWrite();
+    ScriptResult r;
+    char buf[4096];
+    while (true) {
+      absl::StatusOr<std::size_t> n = co_await c.ReadSome({buf, sizeof buf});
+      if (!n.ok()) {
+        c.Close();
+        co_return absl::Status(n.status().code(), absl::StrCat("e2b: a setup command failed: ", n.status().message()));
+      }
+      if (*n == 0) break;
+      r.out.append(buf, *n);
+      if (r.out.size() > kMaxScriptOutput) {
+        c.Close();
+        co_return absl::DataLossError("the sandbox answered a setup command with more output than expected");
+      }
+    }
+    r.diag = c.Diagnostics();
+    r.exit_code = c.exit_code();
+    c.Close();
+    co_return r;
+  }
+
+  // POST /files?path=: the body raw (envd >= 0.5.7) or as multipart.
+  asio::awaitable<absl::Status> Upload(const std::string& path, std::string_view bytes) {
+    absl::StatusOr<std::shared_ptr<const e2b::EnvdSession>> s = co_await Session();
+    if (!s.ok()) co_return s.status();
+    net::Request r;
+    r.method = "POST";
+    r.target = absl::StrCat("/files?path=", net::UrlEncode(path));
+    if ((*s)->version.AtLeast(0, 5, 7)) {
+      r.headers = (*s)->HeadersFor("application/octet-stream");
+      r.body = std::string(bytes);
+    } else {
+      std::string boundary;
+      r.body = MultipartBody(bytes, Basename(path), &boundary);
+      r.headers = (*s)->HeadersFor(absl::StrCat("multipart/form-data; boundary=", boundary));
+    }
+    // Connect-Protocol-Version is harmless on the plain HTTP file API.
+    const std::string what = absl::StrCat("e2b: uploading ", path);
+    absl::Status last;
+    std::chrono::milliseconds backoff = kConnectBackoff;
+    for (int attempt = 1;; ++attempt) {
+      absl::StatusOr<net::Response> resp = co_await (*s)->files->Call(r);
+      if (resp.ok() && net::IsSuccess(*resp)) co_return absl::OkStatus();
+      last = resp.ok() ? e2b::EnvdHttpError(*resp, what)
+                       : absl::Status(resp.status().code(), absl::StrCat(what, ": ", resp.status().message()));
+      // The upload is idempotent (a temporary name): retry what is transient.
+      if (last.code() != absl::StatusCode::kUnavailable || attempt >= kConnectAttempts) co_return last;
+      asio::steady_timer t(co_await asio::this_coro::executor, backoff);
+      co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+      backoff *= 2;
+    }
+  }
+
+  // The control plane's answer for this sandbox, asked once.
+  asio::awaitable<absl::StatusOr<std::shared_ptr<const e2b::EnvdSession>>> Session() {
+    if (session_) co_return session_;
+    std::chrono::milliseconds backoff = kConnectBackoff;
+    absl::StatusOr<std::shared_ptr<const e2b::EnvdSession>> s;
+    for (int attempt = 1;; ++attempt) {
+      s = co_await Resolve();
+      if (s.ok() || s.status().code() != absl::StatusCode::kUnavailable || attempt >= kConnectAttempts) break;
+      asio::steady_timer t(co_await asio::this_coro::executor, backoff);
+      co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+      backoff *= 2;
+    }
+    if (!s.ok()) co_return Scrub(s.status());
+    if (!session_) session_ = *s;
+    co_return session_;
+  }
+
+  asio::awaitable<absl::StatusOr<std::shared_ptr<const e2b::EnvdSession>>> Resolve() {
+    const std::string what = absl::StrCat("e2b: connecting to sandbox ", o_.sandbox_id);
+    if (!api_) {
+      absl::StatusOr<net::Url> url = net::ParseUrl(o_.api_url);
+      if (!url.ok()) co_return url.status();
+      net::ClientOptions co;
+      co.url = *url;
+      co.tls.ca_file = o_.ca_file;
+      absl::StatusOr<std::shared_ptr<net::Client>> c = net::Client::Make(ex_, std::move(co));
+      if (!c.ok()) co_return c.status();
+      api_ = *c;
+    }
+    net::Request r;
+    r.method = "POST";
+    r.target = absl::StrCat("/v2/sandboxes/", net::UrlEncode(o_.sandbox_id), "/connect");
+    r.headers.emplace_back("X-API-KEY", o_.api_key);
+    r.headers.emplace_back("Content-Type", "application/json");
+    r.body = "{}";
+    absl::StatusOr<net::Response> resp = co_await api_->Call(std::move(r));
+    if (!resp.ok()) co_return absl::Status(resp.status().code(), absl::StrCat(what, ": ", resp.status().message()));
+    if (!net::IsSuccess(*resp)) {
+      absl::Status st = net::HttpError(*resp, absl::StrCat("POST /v2/sandboxes/", o_.sandbox_id, "/connect"));
+      if (st.code() == absl::StatusCode::kNotFound) {
+        co_return absl::NotFoundError(absl::StrCat("e2b: sandbox '", o_.sandbox_id, "' not found (", st.message(), ")"));
+      }
+      if (st.code() == absl::StatusCode::kUnauthenticated || st.code() == absl::StatusCode::kPermissionDenied) {
+        co_return absl::Status(st.code(), absl::StrCat("e2b: the API key (E2B_API_KEY) was refused (", st.message(), ")"));
+      }
+      co_return absl::Status(st.code(), absl::StrCat("e2b: ", st.message()));
+    }
+    boost::system::error_code ec;
+    json::value v = json::parse(resp->body, ec);
+    if (ec || !v.is_object()) co_return absl::UnavailableError(absl::StrCat(what, ": the answer is not a JSON object"));
+    const json::object& o = v.get_object();
+    const auto str = [&](std::string_view k) -> std::string {
+      const json::value* f = o.if_contains(k);
+      return f != nullptr && f->is_string() ? std::string(f->get_string()) : std::string();
+    };
+    absl::StatusOr<e2b::EnvdVersion> version = e2b::ParseEnvdVersion(str("envdVersion"));
+    if (!version.ok()) co_return absl::UnavailableError(absl::StrCat(what, ": ", version.status().message()));
+    std::string sandbox_url = o_.sandbox_url;
+    if (sandbox_url.empty()) {
+      std::string domain = str("domain");
+      if (domain.empty()) domain = Env("E2B_DOMAIN");
+      if (domain.empty()) domain = "e2b.app";
+      sandbox_url = absl::StrCat("https://", e2b::kEnvdPort, "-", o_.sandbox_id, ".", domain);
+    }
+    absl::StatusOr<net::Url> url = net::ParseUrl(sandbox_url);
+    if (!url.ok()) co_return url.status();
+    net::ClientOptions co;
+    co.url = *url;
+    co.tls.ca_file = o_.ca_file;
+    absl::StatusOr<std::shared_ptr<net::Client>> client = net::Client::Make(ex_, co);
+    if (!client.ok()) co_return client.status();
+    co.request_timeout = kUploadTimeout;
+    absl::StatusOr<std::shared_ptr<net::Client>> files = net::Client::Make(ex_, co);
+    if (!files.ok()) co_return files.status();
+    auto s = std::make_shared<e2b::EnvdSession>();
+    s->client = *client;
+    s->files = *files;
+    s->sandbox_id = o_.sandbox_id;
+    s->access_token = str("envdAccessToken");
+    s->version = *version;
+    co_return std::shared_ptr<const e2b::EnvdSession>(std::move(s));
+  }
+
+  // A server that echoes the key back must not put it in our message.
+  absl::Status Scrub(const absl::Status& st) const {
+    if (o_.api_key.empty() || !absl::StrContains(st.message(), o_.api_key)) return st;
+    return absl::Status(st.code(), absl::StrReplaceAll(st.message(), {{o_.api_key, "<E2B_API_KEY>"}}));
+  }
+
+  asio::any_io_executor ex_;
+  E2bOptions o_;
+  std::shared_ptr<net::Client> api_;
+  std::shared_ptr<const e2b::EnvdSession> session_;
+  std::optional<SandboxInfo> info_;
+  std::set<std::string> installed_;  // path + sha256 verified in this sandbox
+  ShellRunner runner_ = [this](std::string script, std::string_view input) {
+    return RunScript(std::move(script), input);
+  };
+};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Transport>> MakeE2bTransport(asio::any_io_executor ex, E2bOptions o) {
+  if (o.sandbox_id.empty()) return absl::InvalidArgumentError("e2b: a sandbox id is required (--sandbox ID)");
+  for (char c : o.sandbox_id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+    if (!ok) return absl::InvalidArgumentError("e2b: a sandbox id is letters, digits, '-' and '_'");
+  }
+  if (o.sandbox_id.size() > 128) return absl::InvalidArgumentError("e2b: the sandbox id is too long");
+  if (o.api_key.empty()) o.api_key = Env("E2B_API_KEY");
+  if (o.api_key.empty()) return absl::UnauthenticatedError("e2b: set E2B_API_KEY to your API key");
+  if (o.api_url.empty()) o.api_url = Env("E2B_API_URL");
+  if (o.api_url.empty()) {
+    std::string domain = Env("E2B_DOMAIN");
+    o.api_url = absl::StrCat("https://api.", domain.empty() ? "e2b.app" : domain);
+  }
+  if (o.sandbox_url.empty()) o.sandbox_url = Env("E2B_SANDBOX_URL");
+  if (absl::StatusOr<net::Url> u = net::ParseUrl(o.api_url); !u.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("e2b: the API URL: ", u.status().message()));
+  }
+  if (!o.sandbox_url.empty()) {
+    if (absl::StatusOr<net::Url> u = net::ParseUrl(o.sandbox_url); !u.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("e2b: the sandbox URL: ", u.status().message()));
+    }
+  }
+  return std::shared_ptr<Transport>(new E2bTransport(std::move(ex), std::move(o)));
+}
+
+}  // namespace tether

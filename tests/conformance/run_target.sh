@@ -14,6 +14,12 @@
 #             mount (private /tmp), pid and network namespaces, entered with
 #             nsenter
 #   qemu      the aarch64 supervisor under qemu-aarch64 (user-mode emulation)
+#   kubernetes         the native kubernetes provider against the API server
+#                      emulator (tests/emulators/kubernetes.mjs) over TLS, with
+#                      the kubeconfig it wrote
+#   kubernetes-faults  the same with cut streams, closes without a Status and
+#                      5xx upgrades injected (seeded)
+#   kubernetes-v4      the same with a server that speaks only v4.channel.k8s.io
 #
 # Exits with the conformance run's status; 77 (skipped) when this machine
 # cannot make the target (e.g. user namespaces disabled).
@@ -84,6 +90,24 @@ case $target in
     [[ ! -e /tmp/$marker ]] || { echo "the sandbox's /tmp is not private"; exit 1; }
     status=0
     "$tether" conformance --provider command --prefix "$prefix" || status=$?
+    exit $status
+    ;;
+  kubernetes|kubernetes-faults|kubernetes-v4)
+    # shellcheck source=../lib/kubernetes_emulator.sh
+    source "$(dirname "${BASH_SOURCE[0]}")/../lib/kubernetes_emulator.sh"
+    faults=
+    [[ $target == kubernetes-faults ]] && faults=seed=1,cut=0.01,noclose=0.01,http5xx=0.05
+    [[ $target == kubernetes-v4 ]] && faults=v4only
+    rc=0
+    start_kubernetes_emulator "$work" "$faults" tls || rc=$?
+    [[ -z ${emu_pid:-} ]] || pids+=("$emu_pid")
+    [[ $rc -ne 77 ]] || skip "$emu_why"
+    [[ $rc -eq 0 ]] || exit 1
+    args=(--provider kubernetes --kubeconfig "$emu_kubeconfig" --pod "$emu_pod" --namespace "$emu_namespace")
+    [[ -z $emu_container ]] || args+=(--container "$emu_container")
+    status=0
+    "$tether" conformance "${args[@]}" || status=$?
+    [[ $status -eq 0 ]] || echo "emulator stderr: $(tail -c 2000 "$work/emulator.err")" >&2
     exit $status
     ;;
   *)

@@ -1,0 +1,264 @@
+// Buffered calls, streamed responses, chunked requests and upgrades
+// (http.h, Client).
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "host/errors.h"
+#include "host/net/internal/client_impl.h"
+
+namespace tether::net::internal {
+namespace {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
+
+bool IsTokenChar(char c) {
+  return absl::ascii_isalnum(c) || std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
+bool IsToken(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (!IsTokenChar(c)) return false;
+  }
+  return true;
+}
+
+bool IsFieldValue(std::string_view s) {
+  for (char c : s) {
+    if (c == '\r' || c == '\n' || c == '\0') return false;
+  }
+  return true;
+}
+
+bool IsTarget(std::string_view s) {
+  if (s.empty() || s[0] != '/') return false;
+  for (unsigned char c : s) {
+    if (c <= 0x20 || c == 0x7f) return false;
+  }
+  return true;
+}
+
+// Whether the caller asked to stop this operation.
+asio::awaitable<bool> Cancelled() {
+  asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
+  co_return cs.cancelled() != asio::cancellation_type::none;
+}
+
+}  // namespace
+
+absl::Status CheckHeaders(const Headers& headers) {
+  for (const auto& [name, value] : headers) {
+    if (!IsToken(name)) return absl::InvalidArgumentError("net: a bad header name");
+    if (!IsFieldValue(value)) {
+      return absl::InvalidArgumentError(absl::StrCat("net: header ", name, ": a line break or NUL in the value"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string ClientImpl::Describe(std::string_view method, std::string_view target) const {
+  std::string_view path = target.substr(0, target.find_first_of("?#"));
+  return absl::StrCat(std::string(method), " ", options_.url.base_path, std::string(path));
+}
+
+std::string ClientImpl::HostHeader() const {
+  const Url& u = options_.url;
+  if (u.scheme == "unix") return "localhost";
+  std::string host = u.host.find(':') != std::string::npos ? absl::StrCat("[", u.host, "]") : u.host;
+  std::string_view default_port = u.tls() ? "443" : "80";
+  if (u.port != default_port) absl::StrAppend(&host, ":", u.port);
+  return host;
+}
+
+absl::StatusOr<HttpRequest> ClientImpl::BuildRequest(const Request& r) const {
+  if (!IsToken(r.method)) return absl::InvalidArgumentError("net: a bad request method");
+  if (!IsTarget(r.target)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Describe(r.method, ""), ": the request target must start with '/' and have no spaces"));
+  }
+  HttpRequest req;
+  req.method_string(r.method);
+  req.target(absl::StrCat(options_.url.base_path, r.target));
+  req.version(11);
+  if (absl::Status st = CheckHeaders(r.headers); !st.ok()) return st;
+  for (const auto& [name, value] : r.headers) req.insert(name, value);
+  if (req.find(http::field::host) == req.end()) req.set(http::field::host, HostHeader());
+  if (req.find(http::field::user_agent) == req.end()) req.set(http::field::user_agent, "tether");
+  req.body() = r.body;
+  req.prepare_payload();
+  return req;
+}
+
+asio::awaitable<error_code> ReadHead(Conn& conn, std::unique_ptr<HeadParser>& parser, bool head_request) {
+  for (;;) {
+    parser = std::make_unique<HeadParser>();
+    parser->header_limit(kMaxHeaderBytes);
+    if (head_request) parser->skip(true);
+    auto [ec, n] = co_await http::async_read_header(conn.stream, conn.buffer, *parser, kNoThrow);
+    if (ec) co_return ec;
+    // 1xx other than 101 are interim: the real head follows.
+    int status = static_cast<int>(parser->get().result_int());
+    if (status >= 200 || status == 101) co_return error_code();
+  }
+}
+
+asio::awaitable<absl::StatusOr<Response>> ClientImpl::Call(Request request) {
+  std::shared_ptr<ClientImpl> keep = self();
+  std::string what = Describe(request.method, request.target);
+  absl::StatusOr<HttpRequest> req = BuildRequest(request);
+  if (!req.ok()) co_return req.status();
+  bool head_request = request.method == "HEAD";
+  auto current = std::make_shared<std::weak_ptr<Conn>>();
+  Watchdog wd(ex_, options_.request_timeout, [current] {
+    if (std::shared_ptr<Conn> c = current->lock()) c->Close();
+  });
+  auto failed = [&](const absl::Status& st) -> absl::Status {
+    return wd.fired() ? TimeoutError(what, options_.request_timeout, "request_timeout") : st;
+  };
+  for (int attempt = 0;; ++attempt) {
+    if (co_await Cancelled()) co_return CancelledError(what);
+    std::shared_ptr<Conn> conn = attempt == 0 ? TakeIdle() : nullptr;
+    bool reused = conn != nullptr;
+    if (!conn) {
+      conn = NewConn();
+      *current = conn;
+      absl::Status st = co_await Connect(conn);
+      if (!st.ok()) co_return failed(st);
+    }
+    *current = conn;
+    auto [wec, written] = co_await http::async_write(conn->stream, *req, kNoThrow);
+    if (wec) {
+      conn->Close();
+      // A kept-alive connection the server dropped: the request never
+      // reached it, so a fresh connection may carry it.
+      if (reused && !wd.fired() && !(co_await Cancelled())) continue;
+      co_return failed(NetError(what, wec));
+    }
+    std::unique_ptr<HeadParser> head;
+    error_code ec = co_await ReadHead(*conn, head, head_request);
+    if (ec) {
+      conn->Close();
+      co_return failed(NetError(what, ec));
+    }
+    http::response_parser<http::string_body> parser(std::move(*head));
+    parser.body_limit(options_.max_body);
+    if (!parser.is_done()) {
+      std::tie(ec, std::ignore) = co_await http::async_read(conn->stream, conn->buffer, parser, kNoThrow);
+      if (ec) {
+        conn->Close();
+        co_return failed(NetError(what, ec));
+      }
+    }
+    Response response = ToResponse(parser.get().base());
+    response.body = std::move(parser.get().body());
+    if (parser.get().keep_alive() && !conn->closed) {
+      PutIdle(std::move(conn));
+    } else {
+      conn->Close();
+    }
+    co_return response;
+  }
+}
+
+asio::awaitable<absl::StatusOr<std::unique_ptr<BodyStream>>> ClientImpl::Open(Request request) {
+  std::shared_ptr<ClientImpl> keep = self();
+  std::string what = Describe(request.method, request.target);
+  absl::StatusOr<HttpRequest> req = BuildRequest(request);
+  if (!req.ok()) co_return req.status();
+  std::shared_ptr<Conn> conn = NewConn();
+  Watchdog wd(ex_, options_.request_timeout, Closer(conn));
+  auto failed = [&](const absl::Status& st) -> absl::Status {
+    return wd.fired() ? TimeoutError(what, options_.request_timeout, "request_timeout") : st;
+  };
+  absl::Status st = co_await Connect(conn);
+  if (!st.ok()) co_return failed(st);
+  auto [ec, written] = co_await http::async_write(conn->stream, *req, kNoThrow);
+  if (ec) {
+    conn->Close();
+    co_return failed(NetError(what, ec));
+  }
+  std::unique_ptr<HeadParser> head;
+  ec = co_await ReadHead(*conn, head, request.method == "HEAD");
+  if (ec) {
+    conn->Close();
+    co_return failed(NetError(what, ec));
+  }
+  co_return MakeBodyStream(std::move(keep), std::move(conn), std::move(*head), std::move(what));
+}
+
+asio::awaitable<absl::StatusOr<std::unique_ptr<BodyWriter>>> ClientImpl::Begin(Request request) {
+  std::shared_ptr<ClientImpl> keep = self();
+  std::string what = Describe(request.method, request.target);
+  request.body.clear();
+  absl::StatusOr<HttpRequest> req = BuildRequest(request);
+  if (!req.ok()) co_return req.status();
+  req->chunked(true);
+  std::shared_ptr<Conn> conn = NewConn();
+  Watchdog wd(ex_, options_.request_timeout, Closer(conn));
+  absl::Status st = co_await Connect(conn);
+  if (!st.ok()) co_return wd.fired() ? TimeoutError(what, options_.request_timeout, "request_timeout") : st;
+  http::request_serializer<http::string_body> sr(*req);
+  auto [ec, written] = co_await http::async_write_header(conn->stream, sr, kNoThrow);
+  if (ec) {
+    conn->Close();
+    co_return wd.fired() ? TimeoutError(what, options_.request_timeout, "request_timeout") : NetError(what, ec);
+  }
+  co_return MakeBodyWriter(std::move(keep), std::move(conn), std::move(what));
+}
+
+asio::awaitable<absl::StatusOr<std::unique_ptr<RawStream>>> ClientImpl::Upgrade(Request request,
+                                                                                std::string protocol) {
+  std::shared_ptr<ClientImpl> keep = self();
+  std::string what = Describe(request.method, request.target);
+  if (!IsToken(protocol)) co_return absl::InvalidArgumentError(absl::StrCat(what, ": a bad upgrade protocol"));
+  absl::StatusOr<HttpRequest> req = BuildRequest(request);
+  if (!req.ok()) co_return req.status();
+  req->set(http::field::connection, "Upgrade");
+  req->set(http::field::upgrade, protocol);
+  std::shared_ptr<Conn> conn = NewConn();
+  Watchdog wd(ex_, options_.connect_timeout, Closer(conn));
+  auto failed = [&](const absl::Status& st) -> absl::Status {
+    return wd.fired() ? TimeoutError(what, options_.connect_timeout, "connect_timeout") : st;
+  };
+  absl::Status st = co_await Connect(conn);
+  if (!st.ok()) co_return failed(st);
+  auto [ec, written] = co_await http::async_write(conn->stream, *req, kNoThrow);
+  if (ec) {
+    conn->Close();
+    co_return failed(NetError(what, ec));
+  }
+  std::unique_ptr<HeadParser> head;
+  ec = co_await ReadHead(*conn, head, false);
+  if (ec) {
+    conn->Close();
+    co_return failed(NetError(what, ec));
+  }
+  int status = static_cast<int>(head->get().result_int());
+  if (status == 101 || status == 200) {
+    if (status == 200 && (head->chunked() || head->content_length())) {
+      conn->Close();
+      co_return MakeError(ErrorCode::kProtocol, absl::StrCat(what, ": a 200 with a framed body is not an upgrade"));
+    }
+    co_return MakeRawStream(std::move(keep), std::move(conn), ToResponse(head->get().base()), std::move(what));
+  }
+  http::response_parser<http::string_body> parser(std::move(*head));
+  parser.body_limit(kMaxErrorBodyBytes);
+  if (!parser.is_done()) {
+    std::tie(ec, std::ignore) = co_await http::async_read(conn->stream, conn->buffer, parser, kNoThrow);
+  }
+  conn->Close();
+  Response response = ToResponse(parser.get().base());
+  if (!ec) response.body = std::move(parser.get().body());
+  co_return HttpError(response, what);
+}
+
+}  // namespace tether::net::internal

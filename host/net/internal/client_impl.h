@@ -1,0 +1,144 @@
+// The Client behind http.h, shared by client.cc (calls, streams, upgrades),
+// streams.cc and websocket.cc: connections, deadlines and error mapping.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/system/error_code.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "host/net/http.h"
+#include "host/net/internal/stream.h"
+
+namespace tether::net::internal {
+
+namespace http = boost::beast::http;
+
+inline constexpr std::size_t kMaxHeaderBytes = 64 * 1024;
+// The read buffer holds a whole response head plus what arrived with it.
+inline constexpr std::size_t kReadBufferBytes = kMaxHeaderBytes + 16 * 1024;
+// A non-2xx body read for its message (Upgrade, WebSocket refusals).
+inline constexpr std::size_t kMaxErrorBodyBytes = 64 * 1024;
+
+using HeadParser = http::response_parser<http::empty_body>;
+using HttpRequest = http::request<http::string_body>;
+
+// One connection: its stream, the bytes read past the last parsed message,
+// and a resolver while it connects. Close() ends every pending operation.
+struct Conn {
+  Conn(const boost::asio::any_io_executor& ex, boost::asio::ssl::context* tls)
+      : stream(tls ? Stream(ex, *tls) : Stream(ex)), buffer(kReadBufferBytes) {}
+  Stream stream;
+  boost::beast::flat_buffer buffer;
+  std::optional<boost::asio::ip::tcp::resolver> resolver;
+  bool closed = false;
+
+  void Close();
+  // For the idle pool: false when the server closed it or sent something
+  // unasked (then it is closed).
+  bool StillIdle();
+};
+
+// Runs `fire` once if it is still alive after `timeout`; the destructor
+// disarms it. Every deadline is one of these: firing closes a connection,
+// which completes whatever is pending on it with an error.
+class Watchdog {
+ public:
+  Watchdog(const boost::asio::any_io_executor& ex, std::chrono::milliseconds timeout, std::function<void()> fire);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+  bool fired() const { return state_->fired; }
+
+ private:
+  struct State {
+    explicit State(const boost::asio::any_io_executor& ex) : timer(ex) {}
+    boost::asio::steady_timer timer;
+    std::function<void()> fire;
+    bool fired = false;
+  };
+  std::shared_ptr<State> state_;
+};
+
+// A watchdog that closes `conn` when it fires.
+std::function<void()> Closer(const std::shared_ptr<Conn>& conn);
+
+// "<what>: " + a message for `ec` (kUnavailable; kProtocol attached when the
+// peer broke HTTP or WebSocket framing).
+absl::Status NetError(const std::string& what, const boost::system::error_code& ec);
+absl::Status TimeoutError(const std::string& what, std::chrono::milliseconds after, const char* which);
+absl::Status ClosedError(const std::string& what);
+absl::Status CancelledError(const std::string& what);
+
+// Header names are tokens and values have no line break or NUL
+// (kInvalidArgument naming the header, never its value).
+absl::Status CheckHeaders(const Headers& headers);
+
+// The head of a parsed response as a Response (no body).
+Response ToResponse(const http::response_header<>& h);
+
+class ClientImpl final : public Client {
+ public:
+  ClientImpl(boost::asio::any_io_executor ex, ClientOptions options, std::shared_ptr<boost::asio::ssl::context> tls)
+      : ex_(std::move(ex)), options_(std::move(options)), tls_(std::move(tls)) {}
+
+  const ClientOptions& options() const override { return options_; }
+  boost::asio::awaitable<absl::StatusOr<Response>> Call(Request request) override;
+  boost::asio::awaitable<absl::StatusOr<std::unique_ptr<BodyStream>>> Open(Request request) override;
+  boost::asio::awaitable<absl::StatusOr<std::unique_ptr<BodyWriter>>> Begin(Request request) override;
+  boost::asio::awaitable<absl::StatusOr<std::unique_ptr<RawStream>>> Upgrade(Request request,
+                                                                            std::string protocol) override;
+  boost::asio::awaitable<absl::StatusOr<std::unique_ptr<WebSocket>>> OpenWebSocket(
+      std::string target, Headers headers, std::vector<std::string> subprotocols) override;
+
+  const boost::asio::any_io_executor& executor() const { return ex_; }
+  std::shared_ptr<ClientImpl> self() { return std::static_pointer_cast<ClientImpl>(shared_from_this()); }
+
+  std::shared_ptr<Conn> NewConn() { return std::make_shared<Conn>(ex_, tls_.get()); }
+  // TCP or Unix connect, then the TLS handshake; bounded by connect_timeout
+  // (and by whatever else closes `conn`).
+  boost::asio::awaitable<absl::Status> Connect(std::shared_ptr<Conn> conn);
+  // "METHOD /base/path" (never the query) for messages.
+  std::string Describe(std::string_view method, std::string_view target) const;
+  // The request with Host and User-Agent; a bad method, target or header
+  // is kInvalidArgument (naming the header, never its value).
+  absl::StatusOr<HttpRequest> BuildRequest(const Request& r) const;
+  // The Host header value: "localhost" over Unix sockets.
+  std::string HostHeader() const;
+
+  std::shared_ptr<Conn> TakeIdle();
+  void PutIdle(std::shared_ptr<Conn> conn);
+
+ private:
+  boost::asio::any_io_executor ex_;
+  ClientOptions options_;
+  std::shared_ptr<boost::asio::ssl::context> tls_;
+  std::vector<std::shared_ptr<Conn>> idle_;
+};
+
+// The streams over a connection whose response head was read.
+std::unique_ptr<BodyStream> MakeBodyStream(std::shared_ptr<ClientImpl> client, std::shared_ptr<Conn> conn,
+                                           HeadParser&& head, std::string what);
+std::unique_ptr<BodyWriter> MakeBodyWriter(std::shared_ptr<ClientImpl> client, std::shared_ptr<Conn> conn,
+                                           std::string what);
+std::unique_ptr<RawStream> MakeRawStream(std::shared_ptr<ClientImpl> client, std::shared_ptr<Conn> conn,
+                                         Response head, std::string what);
+
+// Reads a response head on `conn` (header limit, HEAD has no body).
+boost::asio::awaitable<boost::system::error_code> ReadHead(Conn& conn, std::unique_ptr<HeadParser>& parser,
+                                                           bool head_request);
+
+}  // namespace tether::net::internal

@@ -1,0 +1,91 @@
+// A byte stream that is a TCP or Unix socket, with or without TLS: the one
+// AsyncReadStream/AsyncWriteStream type Beast's HTTP and WebSocket code runs
+// over, so every operation works the same on every kind of endpoint.
+#pragma once
+
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/ssl/stream.hpp>
+#include <boost/beast/core/role.hpp>
+#include <boost/beast/websocket/ssl.hpp>
+#include <boost/beast/websocket/teardown.hpp>
+#include <optional>
+#include <utility>
+
+namespace tether::net::internal {
+
+using Socket = boost::asio::generic::stream_protocol::socket;
+using TlsSocket = boost::asio::ssl::stream<Socket>;
+
+class Stream {
+ public:
+  using executor_type = boost::asio::any_io_executor;
+
+  // A plain stream over an unopened socket.
+  explicit Stream(const executor_type& ex) : plain_(std::in_place, ex) {}
+  // A TLS stream over an unopened socket.
+  Stream(const executor_type& ex, boost::asio::ssl::context& ctx) : tls_(std::in_place, Socket(ex), ctx) {}
+  Stream(Stream&&) = default;
+  Stream& operator=(Stream&&) = default;
+
+  executor_type get_executor() { return lowest().get_executor(); }
+  Socket& lowest() { return tls_ ? tls_->next_layer() : *plain_; }
+  TlsSocket* tls() { return tls_ ? &*tls_ : nullptr; }
+
+  template <class MutableBuffers, class Token>
+  auto async_read_some(const MutableBuffers& b, Token&& token) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
+        [this](auto handler, const MutableBuffers& bufs) {
+          if (tls_) {
+            tls_->async_read_some(bufs, std::move(handler));
+          } else {
+            plain_->async_read_some(bufs, std::move(handler));
+          }
+        },
+        token, b);
+  }
+
+  template <class ConstBuffers, class Token>
+  auto async_write_some(const ConstBuffers& b, Token&& token) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
+        [this](auto handler, const ConstBuffers& bufs) {
+          if (tls_) {
+            tls_->async_write_some(bufs, std::move(handler));
+          } else {
+            plain_->async_write_some(bufs, std::move(handler));
+          }
+        },
+        token, b);
+  }
+
+ private:
+  std::optional<Socket> plain_;
+  std::optional<TlsSocket> tls_;
+};
+
+// What Beast calls to drop the connection when a WebSocket fails.
+inline void beast_close_socket(Stream& s) {
+  boost::system::error_code ec;
+  s.lowest().close(ec);
+}
+
+// The WebSocket teardown Beast finds by argument-dependent lookup: TLS
+// shutdown over TLS, the TCP teardown otherwise.
+inline void teardown(boost::beast::role_type role, Stream& s, boost::system::error_code& ec) {
+  if (s.tls()) {
+    boost::beast::teardown(role, *s.tls(), ec);
+  } else {
+    boost::beast::websocket::teardown(role, s.lowest(), ec);
+  }
+}
+
+template <class TeardownHandler>
+void async_teardown(boost::beast::role_type role, Stream& s, TeardownHandler&& handler) {
+  if (s.tls()) {
+    boost::beast::async_teardown(role, *s.tls(), std::forward<TeardownHandler>(handler));
+  } else {
+    boost::beast::websocket::async_teardown(role, s.lowest(), std::forward<TeardownHandler>(handler));
+  }
+}
+
+}  // namespace tether::net::internal

@@ -1,0 +1,59 @@
+// A throwaway test CA and a server certificate for 127.0.0.1 / localhost,
+// made with the openssl CLI (EC P-256, valid 30 days). Files written to DIR:
+//   ca.pem, ca-key.pem, server.pem (leaf only), server-key.pem, server-chain.pem
+// Usage as a library: `const c = makeCerts(dir)`; as a CLI:
+//   node tests/emulators/lib/certs.mjs DIR   (prints the JSON of paths)
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+function openssl(args, cwd) {
+  execFileSync('openssl', args, { cwd, stdio: ['ignore', 'ignore', 'pipe'] });
+}
+
+export function makeCerts(dir) {
+  fs.mkdirSync(dir, { recursive: true });
+  const p = (name) => path.join(dir, name);
+  const curve = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  openssl(['req', '-x509', ...curve, '-keyout', p('ca-key.pem'), '-out', p('ca.pem'),
+           '-days', '30', '-subj', '/CN=tether emulator test CA',
+           '-addext', 'basicConstraints=critical,CA:TRUE',
+           '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
+           '-addext', 'subjectKeyIdentifier=hash'], dir);
+  openssl(['req', '-new', ...curve, '-keyout', p('server-key.pem'), '-out', p('server.csr'),
+           '-subj', '/CN=localhost'], dir);
+  fs.writeFileSync(p('server-ext.cnf'), [
+    'basicConstraints=critical,CA:FALSE',
+    'keyUsage=critical,digitalSignature,keyEncipherment',
+    'extendedKeyUsage=serverAuth',
+    'subjectAltName=IP:127.0.0.1,DNS:localhost',
+    'subjectKeyIdentifier=hash',
+    'authorityKeyIdentifier=keyid',
+    '',
+  ].join('\n'));
+  openssl(['x509', '-req', '-in', p('server.csr'), '-CA', p('ca.pem'), '-CAkey', p('ca-key.pem'),
+           '-set_serial', '0x' + randomBytes(8).toString('hex'), '-days', '30',
+           '-extfile', p('server-ext.cnf'), '-out', p('server.pem')], dir);
+  fs.rmSync(p('server.csr'));
+  fs.writeFileSync(p('server-chain.pem'),
+                   Buffer.concat([fs.readFileSync(p('server.pem')), fs.readFileSync(p('ca.pem'))]));
+  for (const key of ['ca-key.pem', 'server-key.pem']) fs.chmodSync(p(key), 0o600);
+  return {
+    ca: p('ca.pem'),
+    caKey: p('ca-key.pem'),
+    cert: p('server.pem'),
+    key: p('server-key.pem'),
+    chain: p('server-chain.pem'),
+  };
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const dir = process.argv[2];
+  if (!dir) {
+    process.stderr.write('usage: node certs.mjs DIR\n');
+    process.exit(2);
+  }
+  process.stdout.write(JSON.stringify(makeCerts(path.resolve(dir))) + '\n');
+}

@@ -17,7 +17,9 @@ TETHER=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tether-cli-k8s.XXXXXX")
 pids=()
 cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  # (The emulator kills what its pod started when it gets SIGTERM.)
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -47,6 +49,8 @@ run() {  # NAME ARGS...: stdout to $WORK/NAME.out, stderr to $WORK/NAME.err, STA
   timeout -k 5 120 "$TETHER" "$@" <"$STDIN" >"$WORK/$name.out" 2>"$WORK/$name.err" || STATUS=$?
 }
 stderr_of() { head -c 600 "$WORK/$1.err" 2>/dev/null || true; }
+# Each error check also prints the message it got, for the log.
+show() { printf '        (%s)\n' "$(head -c 400 "$WORK/$1.err" | tr '\n' ' ')"; }
 
 # ------------------------------------------------------------------ bytes
 
@@ -75,6 +79,7 @@ fi
 run nopod run "${K8S[@]}" --pod no-such-pod -- /bin/true
 if [[ $STATUS -ne 0 ]] && grep -q "pod 'no-such-pod' not found in namespace '$emu_namespace'" "$WORK/nopod.err"; then
   pass "a missing pod is a clear error naming the pod and namespace"
+  show nopod
 else
   fail "a missing pod is a clear error naming the pod and namespace" "status $STATUS" "stderr: $(stderr_of nopod)"
 fi
@@ -89,6 +94,7 @@ if grep -q "$bad_token" "$WORK/bad-kubeconfig"; then
   if [[ $STATUS -ne 0 ]] && grep -q "refused the credentials" "$WORK/badtoken.err" &&
      ! grep -q "$bad_token" "$WORK/badtoken.err" "$WORK/badtoken.out"; then
     pass "a bad token is a clear error that does not show the token"
+    show badtoken
   else
     fail "a bad token is a clear error that does not show the token" "status $STATUS" "stderr: $(stderr_of badtoken)"
   fi

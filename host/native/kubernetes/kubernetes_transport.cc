@@ -33,13 +33,28 @@ constexpr int kUpgradeAttempts = 4;             // an exec refused before it sta
 constexpr int kScriptAttempts = 3;              // a setup script cut before its Status
 constexpr std::chrono::milliseconds kFirstBackoff{50};
 
-// The WebSocket and its writer state, shared with a detached stdin-EOF
-// write so that it outlives the channel if need be.
+// The WebSocket, shared with the detached operations below so that it
+// outlives the channel if need be. Reads run one message at a time in a
+// detached ReadOne, which a caller's cancellation never interrupts (a
+// cancelled ReadSome just stops waiting for it, and the message it brings
+// waits in `inbox` for the next ReadSome): nothing is lost, and no two
+// WebSocket reads ever overlap.
 struct Conn {
+  explicit Conn(const asio::any_io_executor& ex) : ready(ex) {}
   std::unique_ptr<net::WebSocket> ws;
+  asio::steady_timer ready;  // cancelled when ReadOne delivers
+  bool reading = false;      // a ReadOne is in flight
+  std::optional<absl::StatusOr<net::WebSocketMessage>> inbox;
   bool writing = false;              // a Write or the EOF message is in flight
   bool close_stdin_pending = false;  // CloseWrite() came during a Write
 };
+
+asio::awaitable<void> ReadOne(std::shared_ptr<Conn> conn) {
+  absl::StatusOr<net::WebSocketMessage> m = co_await conn->ws->Read();
+  conn->inbox = std::move(m);
+  conn->reading = false;
+  conn->ready.cancel();
+}
 
 asio::awaitable<void> SendCloseStdin(std::shared_ptr<Conn> conn) {
   const std::string m = codec::EncodeK8sCloseStdin();
@@ -55,7 +70,7 @@ void SpawnCloseStdin(const asio::any_io_executor& ex, const std::shared_ptr<Conn
 class KubernetesChannel final : public Channel {
  public:
   KubernetesChannel(asio::any_io_executor ex, std::unique_ptr<net::WebSocket> ws, bool v5, std::string where)
-      : ex_(std::move(ex)), conn_(std::make_shared<Conn>()), v5_(v5), where_(std::move(where)) {
+      : ex_(std::move(ex)), conn_(std::make_shared<Conn>(ex_)), v5_(v5), where_(std::move(where)) {
     conn_->ws = std::move(ws);
   }
   ~KubernetesChannel() override { Close(); }
@@ -72,10 +87,21 @@ class KubernetesChannel final : public Channel {
       if (!error_.ok()) co_return error_;
       if (closed_) co_return absl::CancelledError("kubernetes exec: the channel is closed");
       const std::shared_ptr<Conn> conn = conn_;
-      absl::StatusOr<net::WebSocketMessage> m = co_await conn->ws->Read();
+      if (!conn->inbox) {
+        if (!conn->reading) {
+          conn->reading = true;
+          asio::co_spawn(ex_, ReadOne(conn), asio::detached);
+        }
+        conn->ready.expires_at(asio::steady_timer::time_point::max());
+        (void)co_await conn->ready.async_wait(asio::as_tuple(asio::use_awaitable));
+        if (closed_) co_return absl::CancelledError("kubernetes exec: the channel is closed");
+        // Woken without a message: the caller's cancellation (nothing consumed).
+        if (!conn->inbox) co_return absl::CancelledError("kubernetes exec: read cancelled");
+      }
+      absl::StatusOr<net::WebSocketMessage> m = *std::move(conn->inbox);
+      conn->inbox.reset();
       if (!m.ok()) {
         if (closed_) co_return absl::CancelledError("kubernetes exec: the channel is closed");
-        if (absl::IsCancelled(m.status())) co_return m.status();  // the caller's cancellation: not latched
         cut_ = true;
         if (conn->ws->close_code().has_value()) {
           eof_ = true;  // closed without a Status: EOF, exit code unknown
@@ -159,6 +185,7 @@ class KubernetesChannel final : public Channel {
     if (closed_) return;
     closed_ = true;
     conn_->ws->Close();
+    conn_->ready.cancel();
   }
 
   asio::awaitable<void> AsyncClose() override {

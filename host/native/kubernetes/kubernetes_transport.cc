@@ -5,6 +5,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <cstring>
@@ -37,16 +38,19 @@ constexpr std::chrono::milliseconds kFirstBackoff{50};
 // outlives the channel if need be. Reads run one message at a time in a
 // detached ReadOne, which a caller's cancellation never interrupts (a
 // cancelled ReadSome just stops waiting for it, and the message it brings
-// waits in `inbox` for the next ReadSome): nothing is lost, and no two
-// WebSocket reads ever overlap.
+// waits in `inbox` for the next ReadSome); writes take turns. So nothing is
+// lost, and no two reads or two writes ever overlap on the WebSocket, even
+// for a caller that overlaps its own calls.
 struct Conn {
-  explicit Conn(const asio::any_io_executor& ex) : ready(ex) {}
+  explicit Conn(const asio::any_io_executor& ex)
+      : ready(ex, asio::steady_timer::time_point::max()), turn(ex, asio::steady_timer::time_point::max()) {}
   std::unique_ptr<net::WebSocket> ws;
-  asio::steady_timer ready;  // cancelled when ReadOne delivers
+  asio::steady_timer ready;  // never expires; cancelled when ReadOne delivers
+  asio::steady_timer turn;   // never expires; cancelled when a writer is done
   bool reading = false;      // a ReadOne is in flight
   std::optional<absl::StatusOr<net::WebSocketMessage>> inbox;
-  bool writing = false;              // a Write or the EOF message is in flight
-  bool close_stdin_pending = false;  // CloseWrite() came during a Write
+  bool writing = false;  // a writer holds the turn
+  bool closed = false;
 };
 
 asio::awaitable<void> ReadOne(std::shared_ptr<Conn> conn) {
@@ -56,15 +60,34 @@ asio::awaitable<void> ReadOne(std::shared_ptr<Conn> conn) {
   conn->ready.cancel();
 }
 
-asio::awaitable<void> SendCloseStdin(std::shared_ptr<Conn> conn) {
-  const std::string m = codec::EncodeK8sCloseStdin();
-  (void)co_await conn->ws->Write(m, true);  // a failure shows on the next read
-  conn->writing = false;
+// Waits for the write turn: false when the channel closed or the caller
+// cancelled meanwhile (then the turn is not held).
+// (Every co_await in a statement of its own: g++ 12 miscompiles them inside
+// conditions.)
+asio::awaitable<bool> TakeTurn(std::shared_ptr<Conn> conn) {
+  while (conn->writing) {
+    auto [ec] = co_await conn->turn.async_wait(asio::as_tuple(asio::use_awaitable));
+    (void)ec;
+    if (conn->closed) co_return false;
+    const asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
+    if (cs.cancelled() != asio::cancellation_type::none) co_return false;
+  }
+  if (conn->closed) co_return false;
+  conn->writing = true;
+  co_return true;
 }
 
-void SpawnCloseStdin(const asio::any_io_executor& ex, const std::shared_ptr<Conn>& conn) {
-  conn->writing = true;
-  asio::co_spawn(ex, SendCloseStdin(conn), asio::detached);
+void GiveTurn(const std::shared_ptr<Conn>& conn) {
+  conn->writing = false;
+  conn->turn.cancel();
+}
+
+asio::awaitable<void> SendCloseStdin(std::shared_ptr<Conn> conn) {
+  const bool turn = co_await TakeTurn(conn);
+  if (!turn) co_return;
+  const std::string m = codec::EncodeK8sCloseStdin();
+  (void)co_await conn->ws->Write(m, true);  // a failure shows on the next read
+  GiveTurn(conn);
 }
 
 class KubernetesChannel final : public Channel {
@@ -87,16 +110,18 @@ class KubernetesChannel final : public Channel {
       if (!error_.ok()) co_return error_;
       if (closed_) co_return absl::CancelledError("kubernetes exec: the channel is closed");
       const std::shared_ptr<Conn> conn = conn_;
-      if (!conn->inbox) {
+      while (!conn->inbox) {
         if (!conn->reading) {
           conn->reading = true;
           asio::co_spawn(ex_, ReadOne(conn), asio::detached);
         }
-        conn->ready.expires_at(asio::steady_timer::time_point::max());
-        (void)co_await conn->ready.async_wait(asio::as_tuple(asio::use_awaitable));
+        auto [ec] = co_await conn->ready.async_wait(asio::as_tuple(asio::use_awaitable));
+        (void)ec;
         if (closed_) co_return absl::CancelledError("kubernetes exec: the channel is closed");
-        // Woken without a message: the caller's cancellation (nothing consumed).
-        if (!conn->inbox) co_return absl::CancelledError("kubernetes exec: read cancelled");
+        const asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
+        if (!conn->inbox && cs.cancelled() != asio::cancellation_type::none) {
+          co_return absl::CancelledError("kubernetes exec: read cancelled");  // nothing consumed
+        }
       }
       absl::StatusOr<net::WebSocketMessage> m = *std::move(conn->inbox);
       conn->inbox.reset();
@@ -151,17 +176,14 @@ class KubernetesChannel final : public Channel {
     if (closed_) co_return absl::CancelledError("kubernetes exec: the channel is closed");
     if (stdin_closed_) co_return InputClosedError("kubernetes exec: stdin was already closed");
     const std::shared_ptr<Conn> conn = conn_;
-    conn->writing = true;
+    const bool turn = co_await TakeTurn(conn);
+    if (!turn) co_return absl::CancelledError("kubernetes exec: write cancelled or closed");
     absl::Status st;
     for (std::size_t off = 0; off < bytes.size() && st.ok(); off += kWritePiece) {
       const std::string m = codec::EncodeK8sStdin(bytes.substr(off, kWritePiece));
       st = co_await conn->ws->Write(m, true);
     }
-    conn->writing = false;
-    if (conn->close_stdin_pending) {
-      conn->close_stdin_pending = false;
-      if (st.ok()) SpawnCloseStdin(ex_, conn);
-    }
+    GiveTurn(conn);
     if (!st.ok()) {
       if (absl::IsCancelled(st)) co_return st;
       co_return absl::UnavailableError(absl::StrCat("kubernetes exec: sending stdin to ", where_, " failed: ",
@@ -174,18 +196,16 @@ class KubernetesChannel final : public Channel {
     if (stdin_closed_ || closed_) return;
     stdin_closed_ = true;
     if (!v5_) return;  // v4 has no stdin EOF; the supervisor's in-band one is enough
-    if (conn_->writing) {
-      conn_->close_stdin_pending = true;
-    } else {
-      SpawnCloseStdin(ex_, conn_);
-    }
+    asio::co_spawn(ex_, SendCloseStdin(conn_), asio::detached);  // after any Write in flight
   }
 
   void Close() override {
     if (closed_) return;
     closed_ = true;
+    conn_->closed = true;
     conn_->ws->Close();
     conn_->ready.cancel();
+    conn_->turn.cancel();
   }
 
   asio::awaitable<void> AsyncClose() override {

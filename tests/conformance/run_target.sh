@@ -108,6 +108,9 @@ case $target in
     status=0
     "$tether" conformance "${args[@]}" || status=$?
     [[ $status -eq 0 ]] || echo "emulator stderr: $(tail -c 2000 "$work/emulator.err")" >&2
+    # SIGTERM first: the emulator then kills what its pod still runs.
+    kill -TERM "$emu_pid" 2>/dev/null || true
+    wait "$emu_pid" 2>/dev/null || true
     exit $status
     ;;
   *)

@@ -47,12 +47,6 @@ bool IsTarget(std::string_view s) {
   return true;
 }
 
-// Whether the caller asked to stop this operation.
-asio::awaitable<bool> Cancelled() {
-  asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
-  co_return cs.cancelled() != asio::cancellation_type::none;
-}
-
 }  // namespace
 
 absl::Status CheckHeaders(const Headers& headers) {
@@ -103,6 +97,7 @@ asio::awaitable<error_code> ReadHead(Conn& conn, std::unique_ptr<HeadParser>& pa
     parser = std::make_unique<HeadParser>();
     parser->header_limit(kMaxHeaderBytes);
     if (head_request) parser->skip(true);
+    if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return asio::error::operation_aborted;
     auto [ec, n] = co_await http::async_read_header(conn.stream, conn.buffer, *parser, kNoThrow);
     if (ec) co_return ec;
     // 1xx other than 101 are interim: the real head follows.
@@ -125,7 +120,7 @@ asio::awaitable<absl::StatusOr<Response>> ClientImpl::Call(Request request) {
     return wd.fired() ? TimeoutError(what, options_.request_timeout, "request_timeout") : st;
   };
   for (int attempt = 0;; ++attempt) {
-    if (co_await Cancelled()) co_return CancelledError(what);
+    if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
     std::shared_ptr<Conn> conn = attempt == 0 ? TakeIdle() : nullptr;
     bool reused = conn != nullptr;
     if (!conn) {
@@ -133,6 +128,7 @@ asio::awaitable<absl::StatusOr<Response>> ClientImpl::Call(Request request) {
       *current = conn;
       absl::Status st = co_await Connect(conn);
       if (!st.ok()) co_return failed(st);
+      if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
     }
     *current = conn;
     auto [wec, written] = co_await http::async_write(conn->stream, *req, kNoThrow);
@@ -140,9 +136,10 @@ asio::awaitable<absl::StatusOr<Response>> ClientImpl::Call(Request request) {
       conn->Close();
       // A kept-alive connection the server dropped: the request never
       // reached it, so a fresh connection may carry it.
-      if (reused && !wd.fired() && !(co_await Cancelled())) continue;
+      if (reused && !wd.fired()) continue;
       co_return failed(NetError(what, wec));
     }
+    if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
     std::unique_ptr<HeadParser> head;
     error_code ec = co_await ReadHead(*conn, head, head_request);
     if (ec) {
@@ -152,6 +149,7 @@ asio::awaitable<absl::StatusOr<Response>> ClientImpl::Call(Request request) {
     http::response_parser<http::string_body> parser(std::move(*head));
     parser.body_limit(options_.max_body);
     if (!parser.is_done()) {
+      if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
       std::tie(ec, std::ignore) = co_await http::async_read(conn->stream, conn->buffer, parser, kNoThrow);
       if (ec) {
         conn->Close();
@@ -181,11 +179,13 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<BodyStream>>> ClientImpl::Open(Re
   };
   absl::Status st = co_await Connect(conn);
   if (!st.ok()) co_return failed(st);
+  if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
   auto [ec, written] = co_await http::async_write(conn->stream, *req, kNoThrow);
   if (ec) {
     conn->Close();
     co_return failed(NetError(what, ec));
   }
+  if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
   std::unique_ptr<HeadParser> head;
   ec = co_await ReadHead(*conn, head, request.method == "HEAD");
   if (ec) {
@@ -206,6 +206,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<BodyWriter>>> ClientImpl::Begin(R
   Watchdog wd(ex_, options_.request_timeout, Closer(conn));
   absl::Status st = co_await Connect(conn);
   if (!st.ok()) co_return wd.fired() ? TimeoutError(what, options_.request_timeout, "request_timeout") : st;
+  if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
   http::request_serializer<http::string_body> sr(*req);
   auto [ec, written] = co_await http::async_write_header(conn->stream, sr, kNoThrow);
   if (ec) {
@@ -231,11 +232,13 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<RawStream>>> ClientImpl::Upgrade(
   };
   absl::Status st = co_await Connect(conn);
   if (!st.ok()) co_return failed(st);
+  if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
   auto [ec, written] = co_await http::async_write(conn->stream, *req, kNoThrow);
   if (ec) {
     conn->Close();
     co_return failed(NetError(what, ec));
   }
+  if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
   std::unique_ptr<HeadParser> head;
   ec = co_await ReadHead(*conn, head, false);
   if (ec) {
@@ -252,7 +255,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<RawStream>>> ClientImpl::Upgrade(
   }
   http::response_parser<http::string_body> parser(std::move(*head));
   parser.body_limit(kMaxErrorBodyBytes);
-  if (!parser.is_done()) {
+  if (!parser.is_done() && !IsCancelled(co_await asio::this_coro::cancellation_state)) {
     std::tie(ec, std::ignore) = co_await http::async_read(conn->stream, conn->buffer, parser, kNoThrow);
   }
   conn->Close();

@@ -166,7 +166,7 @@ asio::awaitable<absl::Status> ClientImpl::Connect(std::shared_ptr<Conn> conn) {
       ec = asio::error::host_not_found;
     }
     for (const auto& ep : endpoints) {
-      if (conn->closed) break;
+      if (conn->closed || IsCancelled(co_await asio::this_coro::cancellation_state)) break;
       if (sock.is_open()) sock.close(ec);
       sock.open(asio::generic::stream_protocol(ep.protocol().family(), IPPROTO_TCP), ec);
       if (ec) continue;
@@ -177,10 +177,12 @@ asio::awaitable<absl::Status> ClientImpl::Connect(std::shared_ptr<Conn> conn) {
   }
   if (wd.fired()) co_return TimeoutError(what, options_.connect_timeout, "connect_timeout");
   if (conn->closed) co_return ClosedError(what);
+  if (ec == asio::error::operation_aborted) co_return CancelledError(what);
   if (ec) co_return absl::UnavailableError(absl::StrCat(what, ": ", ec.message()));
   if (TlsSocket* tls = conn->stream.tls()) {
     absl::Status st = PrepareTls(*tls, u.host, options_.tls);
     if (!st.ok()) co_return st;
+    if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
     std::tie(ec) = co_await tls->async_handshake(asio::ssl::stream_base::client, kNoThrow);
     if (wd.fired()) co_return TimeoutError(absl::StrCat("TLS handshake with ", u.host), options_.connect_timeout,
                                            "connect_timeout");

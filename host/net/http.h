@@ -5,8 +5,12 @@
 //
 //   absl::StatusOr<net::Url> url = net::ParseUrl("https://api.example.com/v1");
 //   auto client = net::Client::Make(ex, {.url = *url});
-//   absl::StatusOr<net::Response> r = co_await (*client)->Call({.method = "GET", .target = "/x"});
+//   net::Request req{.method = "GET", .target = "/x"};
+//   absl::StatusOr<net::Response> r = co_await (*client)->Call(std::move(req));
 //   if (r.ok() && !net::IsSuccess(*r)) return net::HttpError(*r, "GET /x");
+//
+// (g++ 12: build a Request as a named variable, not as a braced aggregate
+// inside the co_await operand; the compiler mis-destroys such temporaries.)
 //
 // Rules every call keeps:
 // - Certificates are verified by default (the system store, plus a CA the
@@ -22,16 +26,21 @@
 //   Close(), as the Channel contract (host/transport.h) requires.
 // - Limits are checked before allocation: a buffered body above max_body, a
 //   header block above 64 KiB, a WebSocket message above max_message are
-//   errors, never truncations.
+//   errors (kProtocol attached), never truncations.
 // - Connections are kept alive and reused for buffered calls (a small idle
 //   pool per Client); a stream, an upgrade and a WebSocket each own theirs.
 // - Errors are Status values, never exceptions: kUnavailable for a refused,
-//   reset or timed-out connection (a timeout names itself), kInvalidArgument
-//   for a bad URL or option, and a body or frame that breaks HTTP or
-//   WebSocket is an error with ErrorCode kProtocol attached (host/errors.h).
-// - Header values a caller marks secret (Authorization, X-API-KEY, tokens)
-//   never appear in an error message: messages name the method, the path
-//   without its query, and the server's own message.
+//   reset or timed-out connection (a timeout names itself: "... timed out
+//   after N ms (connect_timeout)"), kInvalidArgument for a bad URL, option
+//   or header, kCancelled for an operation cancelled ("...: cancelled") or
+//   ended by Close() ("...: closed"), and a body or frame that breaks HTTP
+//   or WebSocket is an error with ErrorCode kProtocol attached (host/errors.h).
+// - A Client and everything it returns are used from its executor's one
+//   thread (an io_context run by one thread, or a strand).
+// - No header value (Authorization, X-API-KEY, tokens) and no query string
+//   ever appears in an error message: messages name the method, the path
+//   without its query, and the server's own message (quoted as sent: a
+//   server that echoes a credential back would show it).
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -55,7 +64,7 @@ namespace tether::net {
 struct Url {
   std::string scheme;     // "https", "http", "wss", "ws" or "unix"
   std::string host;       // "api.e2b.app", "127.0.0.1", "::1" (no brackets); "localhost" for unix
-  std::string port;       // "443", "80" when not given
+  std::string port;       // "443", "80" when not given ("" for unix)
   std::string base_path;  // "" or "/prefix"
   std::string unix_path;  // unix:///var/run/docker.sock -> "/var/run/docker.sock"
   bool tls() const { return scheme == "https" || scheme == "wss"; }
@@ -63,7 +72,8 @@ struct Url {
 
 // Parses and checks an endpoint (kInvalidArgument with the reason: unknown
 // scheme, plain http to a host that is not loopback, userinfo, a query or
-// fragment, a bad port). "tcp://host:port" (DOCKER_HOST) is read as http.
+// fragment, a bad port). "tcp://host:port" (DOCKER_HOST) is read as http
+// (port 2375 when not given). A trailing "/" of the path is dropped.
 absl::StatusOr<Url> ParseUrl(std::string_view text);
 
 // True for 127.0.0.0/8, ::1 and "localhost".
@@ -119,12 +129,13 @@ inline bool IsSuccess(const Response& r) { return r.status >= 200 && r.status < 
 // printable bytes).
 absl::Status HttpError(const Response& r, std::string_view what);
 
-// A response body read as it arrives (sized, chunked, or to the close).
+// A response body read as it arrives (sized, chunked, or to the close). It
+// owns its connection, which is closed (never pooled) when it goes.
 class BodyStream {
  public:
   virtual ~BodyStream() = default;
   virtual const Response& head() const = 0;  // status and headers
-  // Some bytes of the body; 0 at its end.
+  // Some bytes of the body; 0 at its end. An empty `buf` is kInvalidArgument.
   virtual boost::asio::awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) = 0;
   virtual void Close() = 0;  // idempotent; pending reads complete with an error
 };
@@ -134,8 +145,8 @@ class BodyStream {
 class BodyWriter {
  public:
   virtual ~BodyWriter() = default;
-  virtual boost::asio::awaitable<absl::Status> Write(std::string_view bytes) = 0;  // one chunk
-  // Ends the body and reads the response head.
+  virtual boost::asio::awaitable<absl::Status> Write(std::string_view bytes) = 0;  // one chunk ("" sends nothing)
+  // Ends the body and reads the response head (bounded by request_timeout).
   virtual boost::asio::awaitable<absl::StatusOr<std::unique_ptr<BodyStream>>> Finish() = 0;
   virtual void Close() = 0;
 };
@@ -146,9 +157,13 @@ class RawStream {
  public:
   virtual ~RawStream() = default;
   virtual const Response& head() const = 0;  // the 101 (or 200) response
-  virtual boost::asio::awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) = 0;  // 0: EOF
+  // Bytes the server sent right after the head come first. 0: EOF (a TLS
+  // peer that closes without close_notify counts as EOF too).
+  virtual boost::asio::awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) = 0;
   virtual boost::asio::awaitable<absl::Status> Write(std::string_view bytes) = 0;
-  virtual void ShutdownWrite() = 0;  // half-close (TLS: close_notify is not sent; only TCP)
+  // Half-close (TLS: close_notify is not sent; only TCP); a Write after it
+  // is kFailedPrecondition.
+  virtual void ShutdownWrite() = 0;
   virtual void Close() = 0;          // idempotent; pending operations complete with an error
 };
 
@@ -163,7 +178,9 @@ class WebSocket {
   virtual const Response& head() const = 0;      // the 101 response
   virtual std::string_view subprotocol() const = 0;  // as the server chose it
   // The next whole message; kUnavailable with the close code and reason
-  // once the peer closed (close_code() then says which).
+  // once the peer closed (close_code() then says which). One Read and one
+  // Write may be pending at a time. A cancelled Read loses nothing (the
+  // next Read gets the message); a cancelled Write closes the WebSocket.
   virtual boost::asio::awaitable<absl::StatusOr<WebSocketMessage>> Read() = 0;
   virtual boost::asio::awaitable<absl::Status> Write(std::string_view data, bool binary = true) = 0;
   // The close handshake, bounded by connect_timeout; then as Close().
@@ -183,22 +200,30 @@ class Client : public std::enable_shared_from_this<Client> {
   virtual const ClientOptions& options() const = 0;
 
   // The whole exchange, buffered (any HTTP status is a Response; only a
-  // failure to get one is an error).
+  // failure to get one is an error), bounded by request_timeout. It runs on
+  // an idle kept-alive connection when there is one; a pooled connection
+  // the server closed is replaced, and the request is sent again only when
+  // writing it failed (never once a response may have been produced).
   virtual boost::asio::awaitable<absl::StatusOr<Response>> Call(Request request) = 0;
   // Sends `request` and returns once the response head arrived; the body
   // is read from the stream. (A non-2xx response is returned too; its body
-  // can be read the same way.)
+  // can be read the same way.) Connecting and the head are bounded by
+  // request_timeout; the body by nothing but cancellation and Close().
   virtual boost::asio::awaitable<absl::StatusOr<std::unique_ptr<BodyStream>>> Open(Request request) = 0;
   // Sends the head of `request` (its body is ignored) with chunked
   // transfer encoding; the body follows through the writer.
   virtual boost::asio::awaitable<absl::StatusOr<std::unique_ptr<BodyWriter>>> Begin(Request request) = 0;
   // Sends `request` with Connection: Upgrade and Upgrade: `protocol`; a 101
   // (or a 200 the server keeps open, as Docker's exec start may) hands over
-  // the connection. Any other status is an HttpError.
+  // the connection (a 200 with a Content-Length or chunked body is
+  // kProtocol). Any other status is an HttpError. The whole exchange is
+  // bounded by connect_timeout.
   virtual boost::asio::awaitable<absl::StatusOr<std::unique_ptr<RawStream>>> Upgrade(Request request,
                                                                                     std::string protocol) = 0;
   // Opens a WebSocket at `target` offering `subprotocols` in order (the
-  // scheme's ws/wss follows the client's http/https).
+  // scheme's ws/wss follows the client's http/https); bounded by
+  // connect_timeout. A refusal is an HttpError; a subprotocol the server
+  // chose that was not offered is kProtocol. No permessage-deflate.
   virtual boost::asio::awaitable<absl::StatusOr<std::unique_ptr<WebSocket>>> OpenWebSocket(
       std::string target, Headers headers, std::vector<std::string> subprotocols) = 0;
 };

@@ -23,11 +23,6 @@ using boost::system::error_code;
 constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
 using BodyParser = http::response_parser<http::buffer_body>;
 
-asio::awaitable<bool> Cancelled() {
-  asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
-  co_return cs.cancelled() != asio::cancellation_type::none;
-}
-
 // The error for a failed operation on `conn`: closed, cancelled or the
 // connection's own.
 absl::Status OpError(const Conn& conn, const std::string& what, const error_code& ec) {
@@ -57,7 +52,7 @@ class BodyStreamImpl final : public BodyStream {
     if (failed_) co_return absl::UnavailableError(absl::StrCat(what_, ": the body failed earlier"));
     for (bool first = true;; first = false) {
       if (parser_->is_done()) co_return 0;
-      if (!first && co_await Cancelled()) co_return CancelledError(what_);
+      if (!first && IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what_);
       auto& body = parser_->get().body();
       body.data = buf.data();
       body.size = buf.size();
@@ -120,6 +115,7 @@ class BodyWriterImpl final : public BodyWriter {
     };
     auto [ec, n] = co_await asio::async_write(conn->stream, http::make_chunk_last(), kNoThrow);
     if (ec) co_return failed(ec);
+    if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return failed(asio::error::operation_aborted);
     std::unique_ptr<HeadParser> head;
     ec = co_await ReadHead(*conn, head, false);
     if (ec) co_return failed(ec);

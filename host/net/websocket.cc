@@ -1,6 +1,9 @@
 // WebSockets (http.h): Beast's client over the same connections as HTTP,
 // binary messages, subprotocols, close codes and a bounded close.
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/websocket/stream.hpp>
@@ -18,10 +21,22 @@ namespace websocket = boost::beast::websocket;
 using boost::system::error_code;
 constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
 
+// A WebSocket's state, shared with the read that runs in the background:
+// Beast's terminal cancellation leaves a WebSocket undefined, so a Read
+// never cancels the socket read itself, only its wait for the result,
+// which the next Read then gets. Nothing is lost to a cancelled Read.
 struct WsState {
-  explicit WsState(Stream s) : ws(std::move(s)) {}
+  WsState(Stream s, const asio::any_io_executor& ex) : ws(std::move(s)), wake(ex) {}
   websocket::stream<Stream> ws;
+  asio::steady_timer wake;  // cancelled when the background read completes
   bool closed = false;
+  bool closed_by_user = false;  // Close(), AsyncClose() or the destructor
+  bool reading = false;
+  std::optional<WebSocketMessage> message;
+  error_code error;  // sticky once set
+  std::optional<int> close_code;
+  std::string close_reason;
+
   void Close() {
     if (closed) return;
     closed = true;
@@ -37,6 +52,26 @@ std::function<void()> WsCloser(const std::shared_ptr<WsState>& s) {
   };
 }
 
+asio::awaitable<void> ReadInBackground(std::shared_ptr<WsState> s) {
+  boost::beast::flat_buffer buffer;
+  auto [ec, n] = co_await s->ws.async_read(buffer, kNoThrow);
+  s->reading = false;
+  if (!ec) {
+    WebSocketMessage m;
+    m.binary = s->ws.got_binary();
+    m.data = boost::beast::buffers_to_string(buffer.data());
+    s->message = std::move(m);
+  } else {
+    if (ec == websocket::error::closed) {
+      s->close_code = static_cast<int>(s->ws.reason().code);
+      s->close_reason = std::string(s->ws.reason().reason.c_str());
+    }
+    s->error = ec;
+    s->Close();
+  }
+  s->wake.cancel();
+}
+
 class WebSocketImpl final : public WebSocket {
  public:
   WebSocketImpl(std::shared_ptr<ClientImpl> client, std::shared_ptr<WsState> state, Response head,
@@ -46,29 +81,30 @@ class WebSocketImpl final : public WebSocket {
         head_(std::move(head)),
         subprotocol_(std::move(subprotocol)),
         what_(std::move(what)) {}
-  ~WebSocketImpl() override { state_->Close(); }
+  ~WebSocketImpl() override { Close(); }
 
   const Response& head() const override { return head_; }
   std::string_view subprotocol() const override { return subprotocol_; }
-  std::optional<int> close_code() const override { return close_code_; }
+  std::optional<int> close_code() const override { return state_->close_code; }
 
   asio::awaitable<absl::StatusOr<WebSocketMessage>> Read() override {
     std::shared_ptr<WsState> s = state_;
-    if (close_code_) co_return PeerClosed();
-    if (s->closed) co_return ClosedError(what_);
-    boost::beast::flat_buffer buffer;
-    auto [ec, n] = co_await s->ws.async_read(buffer, kNoThrow);
-    if (ec == websocket::error::closed) {
-      close_code_ = static_cast<int>(s->ws.reason().code);
-      close_reason_ = std::string(s->ws.reason().reason.c_str());
-      s->Close();
-      co_return PeerClosed();
+    for (;;) {
+      if (s->message) {
+        WebSocketMessage m = std::move(*s->message);
+        s->message.reset();
+        co_return m;
+      }
+      if (s->close_code) co_return PeerClosed(*s);
+      if (s->closed) co_return s->error && !s->closed_by_user ? NetError(what_, s->error) : ClosedError(what_);
+      if (!s->reading) {
+        s->reading = true;
+        asio::co_spawn(client_->executor(), ReadInBackground(s), asio::detached);
+      }
+      s->wake.expires_at(asio::steady_timer::time_point::max());
+      co_await s->wake.async_wait(kNoThrow);
+      if (s->reading && IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what_);
     }
-    if (ec) co_return Failed(*s, ec);
-    WebSocketMessage m;
-    m.binary = s->ws.got_binary();
-    m.data = boost::beast::buffers_to_string(buffer.data());
-    co_return m;
   }
 
   asio::awaitable<absl::Status> Write(std::string_view data, bool binary) override {
@@ -76,37 +112,40 @@ class WebSocketImpl final : public WebSocket {
     if (s->closed) co_return ClosedError(what_);
     s->ws.binary(binary);
     auto [ec, n] = co_await s->ws.async_write(asio::buffer(data.data(), data.size()), kNoThrow);
-    if (ec) co_return Failed(*s, ec);
-    co_return absl::OkStatus();
+    if (!ec) co_return absl::OkStatus();
+    absl::Status st = s->closed_by_user                         ? ClosedError(what_)
+                      : ec == asio::error::operation_aborted ? CancelledError(what_)
+                                                              : NetError(what_, ec);
+    s->Close();  // a cancelled or failed write leaves the WebSocket undefined
+    co_return st;
   }
 
   asio::awaitable<void> AsyncClose(int code) override {
     std::shared_ptr<WsState> s = state_;
-    if (s->closed) co_return;
+    if (s->closed) {
+      Close();
+      co_return;
+    }
     {
       Watchdog wd(client_->executor(), client_->options().connect_timeout, WsCloser(s));
       websocket::close_reason reason(static_cast<websocket::close_code>(code));
       co_await s->ws.async_close(reason, kNoThrow);
-      if (!close_code_ && s->ws.reason().code != websocket::close_code::none) {
-        close_code_ = static_cast<int>(s->ws.reason().code);
+      if (!s->close_code && s->ws.reason().code != websocket::close_code::none) {
+        s->close_code = static_cast<int>(s->ws.reason().code);
       }
     }
-    s->Close();
+    Close();
   }
 
-  void Close() override { state_->Close(); }
+  void Close() override {
+    state_->closed_by_user = true;
+    state_->Close();
+  }
 
  private:
-  absl::Status PeerClosed() const {
-    std::string reason = close_reason_.empty() ? "" : absl::StrCat(" (", close_reason_, ")");
-    return absl::UnavailableError(absl::StrCat(what_, ": closed by the peer with code ", *close_code_, reason));
-  }
-
-  absl::Status Failed(WsState& s, const error_code& ec) {
-    absl::Status st = s.closed                                   ? ClosedError(what_)
-                      : ec == asio::error::operation_aborted ? CancelledError(what_)
-                                                              : NetError(what_, ec);
-    return st;
+  absl::Status PeerClosed(const WsState& s) const {
+    std::string reason = s.close_reason.empty() ? "" : absl::StrCat(" (", s.close_reason, ")");
+    return absl::UnavailableError(absl::StrCat(what_, ": closed by the peer with code ", *s.close_code, reason));
   }
 
   std::shared_ptr<ClientImpl> client_;
@@ -114,8 +153,6 @@ class WebSocketImpl final : public WebSocket {
   Response head_;
   std::string subprotocol_;
   std::string what_;
-  std::optional<int> close_code_;
-  std::string close_reason_;
 };
 
 }  // namespace
@@ -139,7 +176,8 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<WebSocket>>> ClientImpl::OpenWebS
     absl::Status st = co_await Connect(conn);
     if (!st.ok()) co_return st;
   }
-  auto state = std::make_shared<WsState>(std::move(conn->stream));
+  if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
+  auto state = std::make_shared<WsState>(std::move(conn->stream), ex_);
   Watchdog wd(ex_, options_.connect_timeout, WsCloser(state));
   websocket::stream<Stream>& ws = state->ws;
   std::string offer = absl::StrJoin(subprotocols, ", ");

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/cancellation_state.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -30,6 +32,8 @@ namespace http = boost::beast::http;
 inline constexpr std::size_t kMaxHeaderBytes = 64 * 1024;
 // The read buffer holds a whole response head plus what arrived with it.
 inline constexpr std::size_t kReadBufferBytes = kMaxHeaderBytes + 16 * 1024;
+// One socket read of a response (head or body) at most this much.
+inline constexpr std::size_t kReadChunkBytes = 32 * 1024;
 // A non-2xx body read for its message (Upgrade, WebSocket refusals).
 inline constexpr std::size_t kMaxErrorBodyBytes = 64 * 1024;
 
@@ -40,7 +44,10 @@ using HttpRequest = http::request<http::string_body>;
 // and a resolver while it connects. Close() ends every pending operation.
 struct Conn {
   Conn(const boost::asio::any_io_executor& ex, boost::asio::ssl::context* tls)
-      : stream(tls ? Stream(ex, *tls) : Stream(ex)), buffer(kReadBufferBytes) {}
+      : stream(tls ? Stream(ex, *tls) : Stream(ex)), buffer(kReadBufferBytes) {
+    // Beast reads what the buffer has room for (512 bytes when empty).
+    buffer.reserve(kReadChunkBytes);
+  }
   Stream stream;
   boost::beast::flat_buffer buffer;
   std::optional<boost::asio::ip::tcp::resolver> resolver;
@@ -86,6 +93,14 @@ absl::Status CancelledError(const std::string& what);
 // Header names are tokens and values have no line break or NUL
 // (kInvalidArgument naming the header, never its value).
 absl::Status CheckHeaders(const Headers& headers);
+
+// Whether the awaiting coroutine was cancelled, as
+// `IsCancelled(co_await boost::asio::this_coro::cancellation_state)`. A
+// coroutine checks it before each await after its first: once cancelled,
+// Asio would throw from the next co_await of an operation or awaitable.
+inline bool IsCancelled(const boost::asio::cancellation_state& cs) {
+  return cs.cancelled() != boost::asio::cancellation_type::none;
+}
 
 // The head of a parsed response as a Response (no body).
 Response ToResponse(const http::response_header<>& h);

@@ -36,7 +36,8 @@
 //        (application/json); StreamInput (client streaming) too.
 //   POST /files?path=P   multipart field "file" (or application/octet-stream,
 //        optionally gzip, for envd >= 0.5.7); parents created.
-//   GET  /files?path=P   the bytes.      GET /health -> 204.
+//   GET  /files?path=P   the bytes (gzip-encoded when Accept-Encoding asks for it).
+//   GET  /health -> 204 (no auth).
 // Faithful limits: Connect-Timeout-Ms on Start kills the process (SIGKILL) when
 // it elapses and ends the stream with deadline_exceeded (on Connect it only
 // ends that stream); output produced while no stream is attached is dropped;
@@ -59,7 +60,7 @@
 //
 // Paths for /files: "~" and relative paths resolve under the sandbox home;
 // absolute paths are used as they are (the "sandbox" is this machine).
-import { createGunzip } from 'node:zlib';
+import { createGunzip, createGzip } from 'node:zlib';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -535,12 +536,17 @@ async function handleFiles(req, res, url) {
     let st;
     try { st = fs.statSync(p); } catch { return restError(res, 404, `path '${p}' does not exist`); }
     if (st.isDirectory()) return restError(res, 400, `path '${p}' is a directory`);
-    res.writeHead(200, {
+    const headers = {
       'content-type': 'application/octet-stream',
-      'content-length': st.size,
       'content-disposition': `attachment; filename="${path.basename(p).replace(/"/g, '')}"`,
-    });
-    await pipeline(fs.createReadStream(p), res).catch(() => {});
+    };
+    const gzip = /\bgzip\b/i.test(req.headers['accept-encoding'] ?? '');
+    if (gzip) headers['content-encoding'] = 'gzip';
+    else headers['content-length'] = st.size;
+    res.writeHead(200, headers);
+    const stages = [fs.createReadStream(p)];
+    if (gzip) stages.push(createGzip());
+    await pipeline(...stages, res).catch(() => {});
     return;
   }
   if (req.method !== 'POST') return restError(res, 405, 'method not allowed');
@@ -563,7 +569,7 @@ async function handleFiles(req, res, url) {
     } catch (e) {
       return restError(res, 400, `error writing file: ${e.code ?? e.message}`);
     }
-    log.line('files wrote', qpath, 'octet-stream');
+    log.line('files wrote', qpath, enc === 'gzip' ? 'octet-stream gzip' : 'octet-stream');
     return sendJson(res, 200, [entry(p)]);
   }
   if (!ctype.startsWith('multipart/form-data')) {

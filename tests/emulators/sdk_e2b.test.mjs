@@ -71,6 +71,7 @@ test('SDK over plain http: run, exit codes, stdin, reattach, kill, files', async
     assert.equal(summary.checks.length, 8);
     assert.match(emu.log(), /files wrote up\/octet\/all.bin octet-stream/);
     assert.match(emu.log(), /files wrote up\/multi\/all.bin multipart/);
+    assert.match(emu.log(), /files wrote up\/gz\/all.bin octet-stream gzip/);
     assert.doesNotMatch(emu.log(), /e2b_test|envd_[0-9a-f]{8}/, 'the log must not hold credentials');
   } finally {
     await emu.stop();
@@ -158,6 +159,16 @@ test('wire: start event first, keepalive honoured, end event, end-stream; signal
     assert.deepEqual(end, { exitCode: 7, exited: true, status: 'exit status 7', error: 'exit status 7' });
     assert.equal(messages.at(-1).flags, 2);
     assert.deepEqual(messages.at(-1).msg, {});
+
+    // envs, cwd, HOME/TMPDIR inside the sandbox, stdin /dev/null unless asked.
+    fs.mkdirSync(path.join(emu.dir, 'sbx-test', 'home', 'sub'));
+    const e = await raw(info.url, {
+      path: '/process.Process/Start', headers: hdr,
+      body: envelope(0, { process: { cmd: '/bin/sh', args: ['-c', 'echo "$FOO|$(pwd)|$HOME|$TMPDIR|$(readlink /proc/self/fd/0)"'], envs: { FOO: 'bar' }, cwd: 'sub' } }),
+    });
+    const eOut = parseEnvelopes(e.body).messages.filter((m) => m.msg.event?.data).map((m) => Buffer.from(m.msg.event.data.stdout, 'base64')).join('');
+    const home = path.join(emu.dir, 'sbx-test', 'home');
+    assert.equal(eOut, `bar|${home}/sub|${home}|${path.join(emu.dir, 'sbx-test', 'tmp')}|/dev/null\n`);
 
     // Unknown pid on Connect: 200 and an end-stream error.
     const c = await raw(info.url, { path: '/process.Process/Connect', headers: hdr, body: envelope(0, { process: { pid: 999999999 } }) });

@@ -197,6 +197,10 @@ test('wire: auth, 404s, the announce frame, binary stdin/stdout, v5 stdin close'
     assert.deepEqual(JSON.parse(r.frames.at(-1).subarray(1)), { metadata: {}, status: 'Success' });
     assert.equal(r.closeCode, 1000);
 
+    const env = await rawExec(info, { query: `command=sh&command=-c&command=${encodeURIComponent('echo "$(pwd)|$HOME|$TMPDIR|$(readlink /proc/self/fd/0)"')}&stdout=true` });
+    const home = path.join(emu.dir, 'pod-test', 'home');
+    assert.equal(channelText(env.frames, 1), `${home}|${home}|${path.join(emu.dir, 'pod-test', 'tmp')}|/dev/null\n`);
+
     const nf = await rawExec(info, { query: 'command=no-such-binary&stdout=true&stderr=true' });
     const st = JSON.parse(nf.frames.at(-1).subarray(1));
     assert.equal(st.reason, 'InternalError');

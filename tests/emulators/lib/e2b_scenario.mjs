@@ -95,7 +95,10 @@ export async function e2bScenario(info) {
   assert.ok(back2.equals(bytes), 'multipart round trip');
   const cat = await sbx.commands.run('od -An -tx1 -v up/octet/all.bin | tr -d " \\n" | head -c 8');
   assert.equal(cat.stdout, '00010203');
-  ok('files.write/read round trip of all 256 byte values (octet-stream and multipart)');
+  await sbx.files.write('up/gz/all.bin', bytes, { gzip: true });
+  const back3 = Buffer.from(await sbx.files.read('up/gz/all.bin', { format: 'bytes', gzip: true }));
+  assert.ok(back3.equals(bytes), 'gzip round trip');
+  ok('files.write/read round trip of all 256 byte values (octet-stream, multipart, gzip)');
   return summary;
 }
 

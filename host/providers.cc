@@ -6,6 +6,7 @@
 #include "tether/local_transport.h"
 #include "host/native/docker/docker_transport.h"
 #include "host/native/e2b/e2b_transport.h"
+#include "host/native/kubernetes/kubernetes_transport.h"
 
 namespace tether {
 namespace {
@@ -107,6 +108,39 @@ absl::StatusOr<std::shared_ptr<Transport>> MakeE2b(boost::asio::any_io_executor 
   return MakeE2bTransport(std::move(ex), std::move(copy));
 }
 
+absl::StatusOr<std::any> ParseKubernetes(const ProviderFlags& flags) {
+  KubernetesOptions o;
+  for (const auto& [flag, value] : flags) {
+    if (value.empty()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a non-empty value"));
+    if (flag == "--pod") {
+      o.pod = value;
+    } else if (flag == "--namespace") {
+      o.namespace_ = value;
+    } else if (flag == "--container") {
+      o.container = value;
+    } else if (flag == "--kubeconfig") {
+      o.kubeconfig = value;
+    } else if (flag == "--context") {
+      o.context = value;
+    } else if (flag == "--endpoint") {
+      o.endpoint = value;
+    } else if (flag == "--ca-file") {
+      o.ca_file = value;
+    }
+  }
+  if (o.pod.empty()) return absl::InvalidArgumentError("--provider kubernetes needs --pod NAME");
+  return std::any(std::move(o));
+}
+
+absl::StatusOr<std::shared_ptr<Transport>> MakeKubernetes(boost::asio::any_io_executor ex, const std::any& parsed,
+                                                          const ProviderHooks& hooks) {
+  const KubernetesOptions* o = std::any_cast<KubernetesOptions>(&parsed);
+  if (o == nullptr) return absl::InvalidArgumentError("kubernetes: options not made by its parser");
+  KubernetesOptions copy = *o;
+  if (hooks.upload_progress) copy.upload_progress = hooks.upload_progress;
+  return MakeKubernetesTransport(std::move(ex), std::move(copy));
+}
+
 std::vector<ProviderInfo> MakeRegistry() {
   std::vector<ProviderInfo> r;
   r.push_back(ProviderInfo{
@@ -155,6 +189,21 @@ std::vector<ProviderInfo> MakeRegistry() {
       false,
       ParseE2b,
       MakeE2b});
+  r.push_back(ProviderInfo{
+      "kubernetes",
+      "a pod, through the API server's exec (WebSocket, no kubectl);\n"
+      "cluster and credentials from the kubeconfig (token, tokenFile or\n"
+      "client certificate; exec plugins are not supported)",
+      {{"--pod", "the pod, required"},
+       {"--namespace", "its namespace (default: the context's, else default)"},
+       {"--container", "the container (default: the pod's only one)"},
+       {"--kubeconfig", "the kubeconfig (default: first of $KUBECONFIG, else ~/.kube/config)"},
+       {"--context", "the context (default: current-context)"},
+       {"--endpoint", "the API server URL, instead of the kubeconfig's"},
+       {"--ca-file", "a PEM CA trusted for the API server, besides the kubeconfig's"}},
+      false,
+      ParseKubernetes,
+      MakeKubernetes});
   return r;
 }
 

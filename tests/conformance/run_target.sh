@@ -23,6 +23,12 @@
 #             over TLS
 #   e2b-faults  the same with the emulator cutting streams, answering 5xx and
 #             stalling at random (seeded): every failure must be reattached
+#   kubernetes         the native kubernetes provider against the API server
+#                      emulator (tests/emulators/kubernetes.mjs) over TLS, with
+#                      the kubeconfig it wrote
+#   kubernetes-faults  the same with cut streams, closes without a Status and
+#                      5xx upgrades injected (seeded)
+#   kubernetes-v4      the same with a server that speaks only v4.channel.k8s.io
 #
 # Exits with the conformance run's status; 77 (skipped) when this machine
 # cannot make the target (e.g. user namespaces disabled).
@@ -128,6 +134,27 @@ case $target in
     # SIGTERM: the emulator kills the process groups it started.
     kill -TERM "$e2b_pid" 2>/dev/null || true
     wait "$e2b_pid" 2>/dev/null || true
+    exit $status
+    ;;
+  kubernetes|kubernetes-faults|kubernetes-v4)
+    # shellcheck source=../lib/kubernetes_emulator.sh
+    source "$(dirname "${BASH_SOURCE[0]}")/../lib/kubernetes_emulator.sh"
+    faults=
+    [[ $target == kubernetes-faults ]] && faults=seed=1,cut=0.01,noclose=0.01,http5xx=0.05
+    [[ $target == kubernetes-v4 ]] && faults=v4only
+    rc=0
+    start_kubernetes_emulator "$work" "$faults" tls || rc=$?
+    [[ -z ${emu_pid:-} ]] || pids+=("$emu_pid")
+    [[ $rc -ne 77 ]] || skip "$emu_why"
+    [[ $rc -eq 0 ]] || exit 1
+    args=(--provider kubernetes --kubeconfig "$emu_kubeconfig" --pod "$emu_pod" --namespace "$emu_namespace")
+    [[ -z $emu_container ]] || args+=(--container "$emu_container")
+    status=0
+    "$tether" conformance "${args[@]}" || status=$?
+    [[ $status -eq 0 ]] || echo "emulator stderr: $(tail -c 2000 "$work/emulator.err")" >&2
+    # SIGTERM first: the emulator then kills what its pod still runs.
+    kill -TERM "$emu_pid" 2>/dev/null || true
+    wait "$emu_pid" 2>/dev/null || true
     exit $status
     ;;
   *)

@@ -1,0 +1,54 @@
+# Sourced by tests that need the Kubernetes API server emulator
+# (tests/emulators/kubernetes.mjs, proven by @kubernetes/client-node).
+#
+#   start_kubernetes_emulator DIR [FAULTS] [--tls]
+#
+# Starts it with its state in DIR/k8s (its pod's processes get TMPDIR=DIR)
+# and waits for its ready line. Returns 0 with emu_pid, emu_url,
+# emu_kubeconfig, emu_namespace, emu_pod, emu_container set (the token
+# stays in the kubeconfig and in emu_token, never in an argv); 77 with
+# emu_why when this machine cannot run it (no node, no node_modules and
+# tests/emulators/setup.sh could not make them); 1 when it failed.
+start_kubernetes_emulator() {
+  local dir=$1 faults=${2:-} tls=${3:-} root line i
+  root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+  emu_pid=
+  command -v node >/dev/null || { emu_why="no node"; return 77; }
+  [[ -f $root/tests/emulators/kubernetes.mjs ]] || { emu_why="no tests/emulators/kubernetes.mjs"; return 77; }
+  if [[ ! -d $root/tests/emulators/node_modules ]]; then
+    if [[ -f $root/tests/emulators/setup.sh ]]; then
+      bash "$root/tests/emulators/setup.sh" >"$dir/emulators-setup.log" 2>&1 || true
+    fi
+    [[ -d $root/tests/emulators/node_modules ]] ||
+      { emu_why="no tests/emulators/node_modules (tests/emulators/setup.sh did not make them)"; return 77; }
+  fi
+  local args=(--dir "$dir/k8s")
+  [[ -n $tls ]] && args+=(--tls)
+  [[ -n $faults ]] && args+=(--faults "$faults")
+  mkdir -p "$dir/k8s"
+  TMPDIR=$dir node "$root/tests/emulators/kubernetes.mjs" "${args[@]}" >"$dir/emulator.out" 2>"$dir/emulator.err" &
+  emu_pid=$!
+  for i in $(seq 1 300); do
+    line=$(head -n1 "$dir/emulator.out" 2>/dev/null || true)
+    [[ $line == *'}'* ]] && break
+    if ! kill -0 "$emu_pid" 2>/dev/null; then
+      echo "the kubernetes emulator exited: $(head -c 2000 "$dir/emulator.err")" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+  [[ $line == *'}'* ]] || { echo "the kubernetes emulator did not get ready in 30 s" >&2; return 1; }
+  local fields
+  mapfile -t fields < <(node -e '
+    const j = JSON.parse(process.argv[1]);
+    for (const k of ["url", "kubeconfig", "namespace", "pod", "container", "token"]) console.log(String(j[k] ?? ""));
+  ' "$line")
+  [[ ${#fields[@]} -eq 6 ]] || { echo "the kubernetes emulator's ready line is not what we expect: $line" >&2; return 1; }
+  emu_url=${fields[0]}
+  emu_kubeconfig=${fields[1]}
+  emu_namespace=${fields[2]}
+  emu_pod=${fields[3]}
+  emu_container=${fields[4]}
+  emu_token=${fields[5]}
+  return 0
+}

@@ -19,15 +19,6 @@ std::string EncodeK8sCloseStdin() {
   return m;
 }
 
-std::string EncodeK8sResize(std::uint16_t width, std::uint16_t height) {
-  // Two unsigned integers in a fixed template: nothing here needs escaping,
-  // which keeps the codec free of a JSON library (the fuzz preset has none).
-  std::string m;
-  m.push_back(static_cast<char>(K8sChannel::kResize));
-  absl::StrAppend(&m, "{\"Width\":", width, ",\"Height\":", height, "}");
-  return m;
-}
-
 absl::StatusOr<K8sMessage> DecodeK8sMessage(std::string_view message) {
   if (message.empty()) {
     return absl::InvalidArgumentError("kubernetes exec: an empty message (no channel byte)");

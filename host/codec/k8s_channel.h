@@ -1,6 +1,7 @@
 // The Kubernetes exec stream's framing (pods/exec over WebSocket, the
 // channel.k8s.io subprotocols v4 and v5): every binary message starts with
-// one channel byte. Client to server: 0 stdin, 4 resize ({"Width","Height"}),
+// one channel byte. Client to server: 0 stdin, 4 resize (never sent: tether
+// resizes in-band through the supervisor and runs execs without a tty),
 // and, v5 only, 255 + a channel to close it ([0xFF, 0x00] is stdin EOF).
 // Server to client: 1 stdout, 2 stderr, 3 the exec's Status (JSON, read by
 // host/native/kubernetes/exec_status.h). Sans-I/O: bytes in, bytes out.
@@ -47,9 +48,6 @@ std::string EncodeK8sStdin(std::string_view bytes);
 
 // [0xFF, 0x00]: stdin EOF (v5 only; a v4 server would read it as garbage).
 std::string EncodeK8sCloseStdin();
-
-// 0x04 + {"Width":W,"Height":H} (terminal columns and rows).
-std::string EncodeK8sResize(std::uint16_t width, std::uint16_t height);
 
 // A server message: kInvalidArgument for an empty message (no channel byte)
 // or a channel the protocol does not define (5..254); a status message

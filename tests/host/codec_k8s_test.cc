@@ -24,11 +24,6 @@ TEST_CASE("stdin EOF is the v5 close message [0xFF, 0x00]") {
   CHECK(EncodeK8sCloseStdin() == "\xff\x00"s);
 }
 
-TEST_CASE("a resize is channel 4 with Width and Height as JSON") {
-  CHECK(EncodeK8sResize(80, 24) == "\x04{\"Width\":80,\"Height\":24}"s);
-  CHECK(EncodeK8sResize(65535, 0) == "\x04{\"Width\":65535,\"Height\":0}"s);
-}
-
 TEST_CASE("server messages decode into their channel and payload") {
   const std::string out = "\x01hello"s;
   absl::StatusOr<K8sMessage> m = DecodeK8sMessage(out);

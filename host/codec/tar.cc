@@ -62,7 +62,8 @@ absl::StatusOr<std::string> TarOneFile(const TarEntry& e, std::string_view conte
   out.reserve(kTarBlockBytes + padded + 2 * kTarBlockBytes);
   out.resize(kTarBlockBytes, '\0');
   char* h = out.data();
-  std::memcpy(h + 0, name.data(), name.size());
+  // (memcpy from an empty view's null data() is undefined, even for 0 bytes)
+  if (!name.empty()) std::memcpy(h + 0, name.data(), name.size());
   Octal(h + 100, 8, static_cast<std::uint64_t>(e.mode));
   Octal(h + 108, 8, e.uid);
   Octal(h + 116, 8, e.gid);
@@ -72,7 +73,7 @@ absl::StatusOr<std::string> TarOneFile(const TarEntry& e, std::string_view conte
   h[156] = '0';                  // a regular file
   std::memcpy(h + 257, "ustar", 6);
   std::memcpy(h + 263, "00", 2);
-  std::memcpy(h + 345, prefix.data(), prefix.size());
+  if (!prefix.empty()) std::memcpy(h + 345, prefix.data(), prefix.size());
   unsigned sum = 0;
   for (std::size_t i = 0; i < kTarBlockBytes; ++i) sum += static_cast<unsigned char>(h[i]);
   Octal(h + 148, 7, sum);  // six digits, NUL, and the space kept from above

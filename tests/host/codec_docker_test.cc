@@ -103,9 +103,8 @@ TEST_CASE("stdcopy: a bad stream byte is refused and the error sticks") {
   StdcopyDecoder dec;
   std::string_view in = wire;
   CHECK(!dec.Next(&in).ok());
-  std::string_view good = EncodeStdcopyFrame(StdStream::kStdout, "y");
-  std::string good_copy(good);
-  std::string_view again = good_copy;
+  const std::string good = EncodeStdcopyFrame(StdStream::kStdout, "y");
+  std::string_view again = good;
   CHECK(!dec.Next(&again).ok());
 }
 

@@ -31,7 +31,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/e2b_emulator.sh"
 # and its sha256 (host and sandbox, every run) would dominate the start.
 if [[ -n ${TETHER_SUPERVISOR_DIR:-} ]] && command -v strip >/dev/null; then
   mkdir -p "$work/sup"
-  for f in "$TETHER_SUPERVISOR_DIR"/tether-supervisor-*; do strip -o "$work/sup/$(basename "$f")" "$f"; done
+  for f in "$TETHER_SUPERVISOR_DIR"/tether-supervisor-*; do strip -o "$work/sup/$(basename "$f")" "$f" 2>/dev/null || cp "$f" "$work/sup/"; # (another architecture: as is)
+  done
   export TETHER_SUPERVISOR_DIR=$work/sup
 fi
 start_e2b_emulator "$work/e2b" --tls

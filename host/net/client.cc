@@ -106,6 +106,33 @@ asio::awaitable<error_code> ReadHead(Conn& conn, std::unique_ptr<HeadParser>& pa
   }
 }
 
+// Open and Upgrade: connects `conn`, writes `req` and reads the response
+// head; any failure closes `conn` and is passed through `failed` (which
+// names the watchdog's timeout when that is what ended it).
+template <typename Failed>
+asio::awaitable<absl::StatusOr<std::unique_ptr<HeadParser>>> ClientImpl::SendForHead(std::shared_ptr<Conn> conn,
+                                                                                     HttpRequest& req,
+                                                                                     const std::string& what,
+                                                                                     bool head_request,
+                                                                                     Failed failed) {
+  absl::Status st = co_await Connect(conn);
+  if (!st.ok()) co_return failed(st);
+  if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
+  auto [ec, written] = co_await http::async_write(conn->stream, req, kNoThrow);
+  if (ec) {
+    conn->Close();
+    co_return failed(NetError(what, ec));
+  }
+  if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
+  std::unique_ptr<HeadParser> head;
+  ec = co_await ReadHead(*conn, head, head_request);
+  if (ec) {
+    conn->Close();
+    co_return failed(NetError(what, ec));
+  }
+  co_return head;
+}
+
 asio::awaitable<absl::StatusOr<Response>> ClientImpl::Call(Request request) {
   std::shared_ptr<ClientImpl> keep = self();
   std::string what = Describe(request.method, request.target);
@@ -177,22 +204,10 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<BodyStream>>> ClientImpl::Open(Re
   auto failed = [&](const absl::Status& st) -> absl::Status {
     return wd.fired() ? TimeoutError(what, options_.request_timeout, "request_timeout") : st;
   };
-  absl::Status st = co_await Connect(conn);
-  if (!st.ok()) co_return failed(st);
-  if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
-  auto [ec, written] = co_await http::async_write(conn->stream, *req, kNoThrow);
-  if (ec) {
-    conn->Close();
-    co_return failed(NetError(what, ec));
-  }
-  if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
-  std::unique_ptr<HeadParser> head;
-  ec = co_await ReadHead(*conn, head, request.method == "HEAD");
-  if (ec) {
-    conn->Close();
-    co_return failed(NetError(what, ec));
-  }
-  co_return MakeBodyStream(std::move(keep), std::move(conn), std::move(*head), std::move(what));
+  absl::StatusOr<std::unique_ptr<HeadParser>> head =
+      co_await SendForHead(conn, *req, what, request.method == "HEAD", failed);
+  if (!head.ok()) co_return head.status();
+  co_return MakeBodyStream(std::move(keep), std::move(conn), std::move(**head), std::move(what));
 }
 
 asio::awaitable<absl::StatusOr<std::unique_ptr<BodyWriter>>> ClientImpl::Begin(Request request) {
@@ -230,21 +245,10 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<RawStream>>> ClientImpl::Upgrade(
   auto failed = [&](const absl::Status& st) -> absl::Status {
     return wd.fired() ? TimeoutError(what, options_.connect_timeout, "connect_timeout") : st;
   };
-  absl::Status st = co_await Connect(conn);
-  if (!st.ok()) co_return failed(st);
-  if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
-  auto [ec, written] = co_await http::async_write(conn->stream, *req, kNoThrow);
-  if (ec) {
-    conn->Close();
-    co_return failed(NetError(what, ec));
-  }
-  if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
-  std::unique_ptr<HeadParser> head;
-  ec = co_await ReadHead(*conn, head, false);
-  if (ec) {
-    conn->Close();
-    co_return failed(NetError(what, ec));
-  }
+  absl::StatusOr<std::unique_ptr<HeadParser>> sent = co_await SendForHead(conn, *req, what, false, failed);
+  if (!sent.ok()) co_return sent.status();
+  std::unique_ptr<HeadParser> head = *std::move(sent);
+  error_code ec;
   int status = static_cast<int>(head->get().result_int());
   if (status == 101 || status == 200) {
     if (status == 200 && (head->chunked() || head->content_length())) {

@@ -134,6 +134,13 @@ class ClientImpl final : public Client {
   // The Host header value: "localhost" over Unix sockets.
   std::string HostHeader() const;
 
+  // Connects, writes `req`, reads the response head (client.cc).
+  template <typename Failed>
+  boost::asio::awaitable<absl::StatusOr<std::unique_ptr<HeadParser>>> SendForHead(std::shared_ptr<Conn> conn,
+                                                                                  HttpRequest& req,
+                                                                                  const std::string& what,
+                                                                                  bool head_request, Failed failed);
+
   std::shared_ptr<Conn> TakeIdle();
   void PutIdle(std::shared_ptr<Conn> conn);
 

@@ -23,7 +23,8 @@ struct Run {
   std::vector<std::string>* ambient;
 
   int operator()(const protocol::VersionCommand&) const {
-    std::printf("tether-supervisor %s (protocol %u)\n", kTetherVersion, kProtocolVersion);
+    std::printf("tether-supervisor %s (protocol %u, command line %u)\n", kTetherVersion, kProtocolVersion,
+                protocol::kCommandLineRevision);
     return 0;
   }
   int operator()(const protocol::LaunchCommand& c) const { return supervisor::LaunchMain(c, std::move(*ambient)); }

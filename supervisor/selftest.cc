@@ -187,7 +187,21 @@ std::string TryInside(const std::string& root, const std::string& exe) {
     if (const int e = CopyFile(exe, copy); e != 0) {
       refused = absl::StrCat(RefusalReason(e), " (copying ", exe, " there: ", std::strerror(e), ")");
     } else {
-      const SpawnResult r = Spawn({copy, "--version"});
+      SpawnResult r = Spawn({copy, "--version"});
+      if (r.exec_err == ENOEXEC) {
+        // The mount let the kernel try, but it cannot load this binary
+        // itself (run through an emulator such as qemu-user, without
+        // binfmt_misc): a script tells whether files there can run.
+        const std::string script = dir + "/exe.sh";
+        const int fd = ::open(script.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0700);
+        if (fd >= 0) {
+          constexpr char kScript[] = "#!/bin/sh\nexit 0\n";
+          const bool written = ::write(fd, kScript, sizeof kScript - 1) == static_cast<ssize_t>(sizeof kScript - 1);
+          ::close(fd);
+          if (written) r = Spawn({script});
+          ::unlink(script.c_str());
+        }
+      }
       struct statvfs vfs;
       const bool noexec_mount = ::statvfs(dir.c_str(), &vfs) == 0 && (vfs.f_flag & ST_NOEXEC);
       if (r.exec_err == EACCES && noexec_mount) {

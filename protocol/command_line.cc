@@ -19,7 +19,8 @@ constexpr std::string_view kUsage =
     "       tether-supervisor relay STATE_DIR RELAY_ID @INIT_FILE\n"
     "       tether-supervisor exchange STATE_DIR RELAY_ID IN_OFFSET OUT_OFFSET [BASE85]\n"
     "       tether-supervisor exchange STATE_DIR RELAY_ID close\n"
-    "       tether-supervisor --version\n";
+    "       tether-supervisor --version\n"
+    "       tether-supervisor selftest  (checks this image: one line per requirement)\n";
 
 bool ValidPath(std::string_view p) { return !p.empty() && p[0] == '/' && p.find('\0') == std::string_view::npos; }
 
@@ -226,6 +227,7 @@ struct ArgvBuilder {
     out->push_back(c.relay_id);
     out->push_back("close");
   }
+  void operator()(const SelftestCommand&) const { out->push_back("selftest"); }
 };
 
 }  // namespace
@@ -241,7 +243,8 @@ bool ValidRelayId(std::string_view id) {
 std::string_view CommandLineUsage() { return kUsage; }
 
 std::string_view VerbName(const Command& command) {
-  static constexpr std::string_view kNames[] = {"--version", "launch", "bridge", "relay", "exchange", "exchange"};
+  static constexpr std::string_view kNames[] = {"--version", "launch", "bridge", "relay",
+                                                "exchange", "exchange", "selftest"};
   static_assert(std::size(kNames) == std::variant_size_v<Command>);
   return kNames[command.index()];
 }
@@ -275,6 +278,10 @@ absl::StatusOr<Command> ParseCommandLine(std::span<const std::string> argv) {
     return ParseRelay(ops);
   }
   if (verb == "exchange") return ParseExchange(rest);
+  if (verb == "selftest") {
+    RETURN_IF_ERROR(Operands(verb, rest).Done());
+    return SelftestCommand{};
+  }
   constexpr std::size_t kShown = 40;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown verb '", verb.substr(0, kShown), verb.size() > kShown ? "...'" : "'"));

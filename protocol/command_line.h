@@ -10,6 +10,7 @@
 //   relay STATE_DIR RELAY_ID @INIT_FILE
 //   exchange STATE_DIR RELAY_ID IN_OFFSET OUT_OFFSET [BASE85]
 //   exchange STATE_DIR RELAY_ID close
+//   selftest
 //
 // STATE_DIR and INIT_FILE are absolute paths; RELAY_ID is 1..64 of [a-z0-9];
 // offsets are decimal u64; BASE85 is the armor alphabet (armor.h). Flags come
@@ -121,8 +122,14 @@ struct ExchangeCloseCommand {
   bool operator==(const ExchangeCloseCommand&) const = default;
 };
 
+// `selftest`: checks what the supervisor needs in this image, one line per
+// requirement on stdout (supervisor/selftest.h). No operands.
+struct SelftestCommand {
+  bool operator==(const SelftestCommand&) const = default;
+};
+
 using Command = std::variant<VersionCommand, LaunchCommand, BridgeCommand, RelayCommand, ExchangePollCommand,
-                             ExchangeCloseCommand>;
+                             ExchangeCloseCommand, SelftestCommand>;
 
 // argv for `supervisor_path` running `command`. CHECKs (our bug) that the
 // command is valid, i.e. that ParseCommandLine accepts the result.

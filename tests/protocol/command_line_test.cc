@@ -61,6 +61,7 @@ std::vector<Golden> Goldens() {
   // 0xFF, 00 for one zero byte (PROTOCOL.md section 9).
   g.push_back({poll, {"exchange", kDir, "00ff00ff00ff00ff", "123", "4567", "00000_NsC000"}});
   g.push_back({ExchangeCloseCommand{kDir, "abc"}, {"exchange", kDir, "abc", "close"}});
+  g.push_back({SelftestCommand{}, {"selftest"}});
   return g;
 }
 
@@ -203,6 +204,15 @@ TEST_CASE("names each verb and has a usage line for each form") {
                            "exchange STATE_DIR RELAY_ID close", "--version"}) {
     CHECK(Contains(std::string(CommandLineUsage()), form));
   }
+}
+
+TEST_CASE("selftest takes no operands or flags") {
+  CHECK(VerbName(Command(SelftestCommand{})) == "selftest");
+  CheckRefused({"selftest", "x"}, "selftest: unexpected argument: 'x'");
+  CheckRefused({"selftest", "--json"}, "selftest: unexpected argument: '--json'");
+  CheckRefused({"selftest", ""}, "selftest: unexpected argument: ''");
+  CheckRefused({"SELFTEST"}, "unknown verb 'SELFTEST'");
+  CHECK(Contains(std::string(CommandLineUsage()), "tether-supervisor selftest"));
 }
 
 TEST_CASE("ValidRelayId takes 1..64 of [a-z0-9]") {

@@ -26,7 +26,8 @@
 # Env: TETHER_RELEASE_BUILD (build tree, default build/release; configured
 #      with the release preset when missing), TETHER_DIST_DIR (default dist),
 #      TETHER_DEB_MAINTAINER, SOURCE_DATE_EPOCH.
-# Needs: packaging/setup.sh done (the musl toolchain), dpkg-deb, file, gzip.
+# Needs: packaging/setup.sh done (the musl toolchain), dpkg-deb, dpkg-shlibdeps
+# (dpkg-dev), file, gzip, strip.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -40,18 +41,18 @@ declare -A FILE_ARCH=([x86_64]=x86-64 [aarch64]=aarch64)
 die() { printf 'release: error: %s\n' "$*" >&2; exit 1; }
 log() { printf 'release: %s\n' "$*" >&2; }
 
-do_build=1 host_deb=1 host=1
+do_build=1 want_host_deb=1 host=1
 for a in "$@"; do
   case $a in
     --no-build) do_build=0 ;;
-    --no-host-deb) host_deb=0 ;;
-    --supervisor-only) host=0 host_deb=0 ;;
+    --no-host-deb) want_host_deb=0 ;;
+    --supervisor-only) host=0 want_host_deb=0 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $a (try --help)" ;;
   esac
 done
 
-for tool in dpkg-deb file gzip tar sha256sum cmake; do
+for tool in dpkg-deb dpkg-shlibdeps file gzip tar sha256sum cmake strip; do
   command -v "$tool" >/dev/null || die "$tool is not installed (packaging/setup.sh installs it)"
 done
 
@@ -173,6 +174,10 @@ host_tarball() {
   # --strip strips the CLI (the supervisors are stripped already).
   cmake --install "$BUILD" --prefix "$STAGE/host/$name" --strip >"$STAGE/install.log" 2>&1 ||
     { cat "$STAGE/install.log" >&2; die "cmake --install $BUILD failed"; }
+  # Debug info out of the static libraries too, as Debian's dh_strip does
+  # (RelWithDebInfo; the embedded supervisors are data and stay).
+  find "$STAGE/host/$name" -name '*.a' -exec strip --strip-debug {} + ||
+    die "strip --strip-debug failed on the installed static libraries"
   for want in bin/tether include/tether/process.h lib/cmake/tether/tetherConfig.cmake \
               libexec/tether/tether-supervisor-x86_64 libexec/tether/tether-supervisor-aarch64; do
     [[ -e $STAGE/host/$name/$want ]] || die "the install of $BUILD has no $want"
@@ -216,7 +221,7 @@ EOF
 
 if ((host)); then
   host_tarball "tether-host-$VERSION-$(uname -m)"
-  ((host_deb == 0)) || host_deb "tether-host-$VERSION-$(uname -m)" "$(dpkg --print-architecture)"
+  ((want_host_deb == 0)) || host_deb "tether-host-$VERSION-$(uname -m)" "$(dpkg --print-architecture)"
 fi
 
 # --- dist/ --------------------------------------------------------------------

@@ -200,7 +200,7 @@ host_deb() {
     { cat "$STAGE/shlibdeps.log" >&2; die "dpkg-shlibdeps failed on bin/tether"; }
   [[ -n $shlibs ]] || die "dpkg-shlibdeps found no libraries for bin/tether"
   # What find_package(tether) looks for (cmake/tetherConfig.cmake.in).
-  devdeps="libprotobuf-dev (>= 3.21), libabsl-dev, libzstd-dev, libboost-dev (>= 1.81), libboost-json-dev (>= 1.81)"
+  devdeps="libprotobuf-dev (>= 3.21), libabsl-dev, libzstd-dev, libboost1.81-dev, libboost-json1.81-dev"
   cat >"$root/DEBIAN/control" <<EOF
 Package: tether
 Version: $VERSION

@@ -125,9 +125,12 @@ tgz() {
   (cd "$OUT" && sha256sum "$name.tar.gz" >"$name.tar.gz.sha256")
 }
 
-# deb ROOT NAME: ROOT (with DEBIAN/control) as $OUT/NAME.
+# deb ROOT NAME: ROOT (with DEBIAN/control) as $OUT/NAME, with the
+# DEBIAN/md5sums that dpkg --verify and debsums read.
 deb() {
   local root=$1 name=$2
+  (cd "$root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z |
+     xargs -0r md5sum >DEBIAN/md5sums)
   normalize "$root"
   dpkg-deb --root-owner-group -Zxz --build "$root" "$OUT/$name" >/dev/null ||
     die "dpkg-deb could not build $name"

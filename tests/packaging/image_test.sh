@@ -136,10 +136,10 @@ else
   fail "$what" "exit status $status"
 fi
 
-# 4. Count the supervisors in the container: every file system but the
-# kernel's (so a tmpfs /tmp or /run would be searched too), and not dpkg's
-# records (/var/lib/dpkg/info/tether-supervisor.list).
-$podman_cmd exec "$podman_ctr" find / \( -path /proc -o -path /sys -o -path /dev -o -path /var/lib/dpkg \) -prune \
+# 4. Count the supervisors in the container: every file system but /proc
+# and /sys (so a tmpfs /tmp, /run or /dev/shm is searched too), and not
+# dpkg's records (/var/lib/dpkg/info/tether-supervisor.list).
+$podman_cmd exec "$podman_ctr" find / \( -path /proc -o -path /sys -o -path /var/lib/dpkg \) -prune \
   -o -name 'tether-supervisor*' -print >"$WORK/found" 2>"$WORK/find.err"
 uploads=$(grep -vx /usr/libexec/tether/tether-supervisor "$WORK/found")
 count=$(grep -c . <<<"$uploads")

@@ -8,6 +8,10 @@
 // "tether-start-need" line instead of frames, which NeedLineChannel picks
 // out of the stream before any frame decoder sees it.
 #include <algorithm>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
 #include <cstring>
 
 #include "host/internal/armored_channel.h"
@@ -33,10 +37,37 @@ namespace {
 //    first armored line from the supervisor ("~T1<") shows it runs.
 class NeedLineChannel final : public Channel {
  public:
-  NeedLineChannel(std::unique_ptr<Channel> inner, std::shared_ptr<std::string> need, bool text)
-      : inner_(std::move(inner)), need_(std::move(need)), text_(text) {}
+  NeedLineChannel(std::unique_ptr<Channel> inner, std::shared_ptr<std::string> need, bool text,
+                  asio::any_io_executor ex)
+      : inner_(std::move(inner)), need_(std::move(need)), text_(text), decided_(std::move(ex)) {}
 
   asio::awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
+    absl::StatusOr<std::size_t> n = co_await Read(buf);
+    if (!n.ok() || *n == 0 || !deciding_ || !need_->empty()) Decided();
+    co_return n;
+  }
+  // A script that answered a need line has exited, and a channel may fail
+  // the Launch frame's write before the line is read (envd: "stdin
+  // closed"): a write that fails before the output decided waits (at most
+  // kDecideWait) for the reader, so the line is not lost behind the error.
+  asio::awaitable<absl::Status> Write(std::string_view bytes) override {
+    absl::Status st = co_await inner_->Write(bytes);
+    if (!st.ok() && !decided_once_) {
+      decided_.expires_after(kDecideWait);
+      co_await decided_.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+    co_return st;
+  }
+
+ private:
+  static constexpr auto kDecideWait = std::chrono::seconds(2);
+
+  void Decided() {
+    decided_once_ = true;
+    decided_.cancel();
+  }
+
+  asio::awaitable<absl::StatusOr<std::size_t>> Read(std::span<char> buf) {
     if (text_) co_return co_await ReadText(buf);
     while (deciding_) {
       char tmp[1024];
@@ -68,10 +99,17 @@ class NeedLineChannel final : public Channel {
     }
     co_return co_await inner_->ReadSome(buf);
   }
-  asio::awaitable<absl::Status> Write(std::string_view bytes) override { co_return co_await inner_->Write(bytes); }
+
+ public:
   void CloseWrite() override { inner_->CloseWrite(); }
-  void Close() override { inner_->Close(); }
-  asio::awaitable<void> AsyncClose() override { co_await inner_->AsyncClose(); }
+  void Close() override {
+    Decided();
+    inner_->Close();
+  }
+  asio::awaitable<void> AsyncClose() override {
+    Decided();
+    co_await inner_->AsyncClose();
+  }
   std::optional<int> exit_code() const override { return inner_->exit_code(); }
   std::string Diagnostics() const override { return inner_->Diagnostics(); }
 
@@ -101,6 +139,8 @@ class NeedLineChannel final : public Channel {
   std::unique_ptr<Channel> inner_;
   std::shared_ptr<std::string> need_;
   const bool text_;
+  asio::steady_timer decided_;
+  bool decided_once_ = false;
   bool deciding_ = true;
   std::string held_;  // binary
   std::string line_;  // text
@@ -159,7 +199,7 @@ class StreamTunnel final : public Tunnel {
     absl::StatusOr<std::unique_ptr<Channel>> channel = co_await transport_.Exec(std::move(argv));
     if (!channel.ok()) co_return channel.status();
     auto need = std::make_shared<std::string>();
-    *channel = std::make_unique<NeedLineChannel>(*std::move(channel), need, text());
+    *channel = std::make_unique<NeedLineChannel>(*std::move(channel), need, text(), transport_.executor());
     // Text: frames as armored lines, the Launch frame too.
     if (text()) *channel = internal::MakeArmoredChannel(*std::move(channel));
     session = Session::Create(transport_.executor(), *std::move(channel));

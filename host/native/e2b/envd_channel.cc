@@ -201,10 +201,15 @@ class EnvdChannel final : public Channel {
 
   // The pump's failure: the channel as a whole has failed (a reader must
   // not wait for an answer to input that never arrived). Unless the
-  // process is gone (it ended, or envd no longer knows its pid): then its
-  // stream ends by itself, and what is still in it is read first.
+  // process is gone or going (it ended, envd no longer knows its pid, or
+  // its stdin is already closed: FailedPrecondition, as for a start script
+  // that answered one line and exited): then its stream ends by itself,
+  // and what is still in it is read first.
   void FailFromStdin(const absl::Status& st) {
-    if (ended_ || finished_ || st.code() == absl::StatusCode::kNotFound) return;
+    if (ended_ || finished_ || st.code() == absl::StatusCode::kNotFound ||
+        st.code() == absl::StatusCode::kFailedPrecondition) {
+      return;
+    }
     if (failure_.ok()) failure_ = st;
     if (stream_) stream_->Close();
   }

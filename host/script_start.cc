@@ -178,14 +178,7 @@ absl::Status TakeWelcomePaths(const wire::Welcome& w, const std::string& launch_
 // The reference's paths, checked for shape here (the sandbox checks where
 // they lead: start_script.h ReattachScript).
 absl::Status CheckReferenceShape(const ProcessReference& ref) {
-  const auto clean = [](const std::string& p) {
-    if (p.empty() || p[0] != '/' || p.size() > kMaxSandboxPath) return false;
-    for (char c : p) {
-      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return false;
-    }
-    return (p + "/").find("/../") == std::string::npos && (p + "/").find("/./") == std::string::npos &&
-           p.find("//") == std::string::npos;
-  };
+  const auto clean = [](const std::string& p) { return tunnel::CleanAbsolute(p); };
   const std::size_t slash = ref.state_dir.rfind('/');
   const std::string id = slash == std::string::npos ? "" : ref.state_dir.substr(slash + 1);
   bool id_ok = !id.empty() && id.size() <= 64;

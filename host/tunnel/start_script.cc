@@ -1,6 +1,7 @@
 #include "host/tunnel/start_script.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -50,12 +51,16 @@ bool PlainWord(std::string_view w) {
   });
 }
 
+}  // namespace
+
 bool CleanAbsolute(std::string_view p) {
   if (p.empty() || p[0] != '/' || p.size() > kMaxSandboxPath || !Printable(p)) return false;
   const std::string slashed = std::string(p) + "/";
   return slashed.find("/../") == std::string::npos && slashed.find("/./") == std::string::npos &&
          p.find("//") == std::string_view::npos;
 }
+
+namespace {
 
 bool ConsumePrefix(std::string_view* s, std::string_view prefix) {
   if (s->substr(0, prefix.size()) != prefix) return false;
@@ -223,29 +228,15 @@ absl::StatusOr<StartNeed> ParseStartNeed(std::string_view line) {
     if (!CleanAbsolute(n.path)) return bad("not a clean absolute path");
     return n;
   }
-  if (what == "arch") {
-    n.kind = StartNeed::Kind::kArch;
-    return n;
-  }
-  if (what == "noexec") {
-    n.kind = StartNeed::Kind::kNoExec;
-    return n;
-  }
-  if (what == "nostate") {
-    n.kind = StartNeed::Kind::kNoState;
-    return n;
-  }
-  if (what == "nopreinstalled") {
-    n.kind = StartNeed::Kind::kNoPreinstalled;
-    return n;
-  }
-  if (what == "gone") {
-    n.kind = StartNeed::Kind::kGone;
-    return n;
-  }
-  if (what == "refused") {
-    n.kind = StartNeed::Kind::kRefused;
-    return n;
+  static constexpr std::pair<std::string_view, StartNeed::Kind> kPlain[] = {
+      {"arch", StartNeed::Kind::kArch},       {"noexec", StartNeed::Kind::kNoExec},
+      {"nostate", StartNeed::Kind::kNoState}, {"nopreinstalled", StartNeed::Kind::kNoPreinstalled},
+      {"gone", StartNeed::Kind::kGone},       {"refused", StartNeed::Kind::kRefused}};
+  for (const auto& [name, kind] : kPlain) {
+    if (what == name) {
+      n.kind = kind;
+      return n;
+    }
   }
   return bad("unknown need");
 }

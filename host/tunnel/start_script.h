@@ -99,6 +99,11 @@ struct StartNeed {
 absl::Status StartNeedStatus(std::string line);
 std::optional<std::string> StartNeedLineOf(const absl::Status& status);
 
+// An absolute path of printable characters, at most kMaxSandboxPath, with
+// no "//", "/./" or "/../": what a need line, a Welcome or a reference may
+// name.
+bool CleanAbsolute(std::string_view path);
+
 // Parses one "tether-start-need ..." line (without its newline).
 // kDataLoss for anything else: a line the sandbox mangled is never guessed at.
 absl::StatusOr<StartNeed> ParseStartNeed(std::string_view line);

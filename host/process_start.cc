@@ -287,6 +287,12 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
     so.arch = overrides.arch;
     so.emulator = overrides.emulator;
     so.private_root = overrides.private_root;
+    if (upload && (*tun)->choice().mode == TunnelMode::kBinary && !so.ours.empty()) {
+      // Cold: the binary goes on this same call's stdin (start_script.h).
+      so.upload_token = absl::BytesToHexString(RandomBytes(16));
+      target.upload_token = so.upload_token;
+      target.uploadable = so.ours;
+    }
     target.start_script = tunnel::StartScript(so);
   } else {
     if (!upload || !named.empty()) {

@@ -45,6 +45,7 @@ asio::awaitable<std::vector<tunnel::UploadableSupervisor>> OurSupervisors(std::s
     u.name = SupervisorInstallName(arch, (*image)->sha256);
     u.sha256 = (*image)->sha256;
     u.size = (*image)->bytes.size();
+    u.bytes = std::shared_ptr<const std::string>(*image, &(*image)->bytes);  // (cached: no copy)
     out.push_back(std::move(u));
   }
   co_return out;
@@ -53,7 +54,9 @@ asio::awaitable<std::vector<tunnel::UploadableSupervisor>> OurSupervisors(std::s
 // Runs the start script until it launches: each "need" it answers is met
 // (an upload into the directory it found) and the script runs again, at
 // most twice. With the supervisor in place this is one native call; cold,
-// three (the script, the upload, the script).
+// one too over a binary tunnel whose sandbox has an exact dd (the binary
+// goes inline, start_script.h), else three (the script, the upload, the
+// script).
 // *in_flight tells the caller, when it gives up, whether a launch may be
 // running: false between a need line and the next launch.
 asio::awaitable<absl::StatusOr<wire::Welcome>> LaunchByScript(Process::State& state, Transport& transport,
@@ -172,6 +175,8 @@ absl::Status TakeWelcomePaths(const wire::Welcome& w, const std::string& launch_
   target->state_dir = dir;
   target->supervisor = sup;
   target->start_script.clear();
+  target->upload_token.clear();
+  target->uploadable.clear();
   return absl::OkStatus();
 }
 

@@ -140,9 +140,32 @@ std::string StartScript(const StartScriptOptions& o) {
     absl::StrAppend(&s, "printf '%s\\n' \"", need, "nopreinstalled$W\"; exit 0\n");
     return s;
   }
-  absl::StrAppend(&s, "[ -n \"$n\" ] || { printf '%s\\n' \"", need, "arch $m\"; exit 0; }\n",
-                  "if [ -n \"$B\" ]; then printf '%s\\n' \"", need, "upload $m $B\"; else printf '%s\\n' \"", need,
-                  "noexec$X\"; fi\n");
+  absl::StrAppend(&s, "[ -n \"$n\" ] || { printf '%s\\n' \"", need, "arch $m\"; exit 0; }\n");
+  if (!o.upload_token.empty()) {
+    // The binary on this call's stdin (header comment): after the token
+    // line, exactly $z bytes, then the frames again for the launch.
+    const std::string dd = "dd bs=65536 iflag=count_bytes,fullblock";
+    absl::StrAppend(
+        &s, "T=", ShellQuote(o.upload_token), "\n",
+        "if [ -n \"$B\" ] && [ \"$(printf abc | ", dd, " count=2 2>/dev/null)\" = ab ]; then\n",
+        "  printf '%s\\n' \"", need, "upload-inline $m $B\"\n",
+        "  l=; while IFS= read -r l; do [ \"$l\" = \"$T\" ] && break; done\n",
+        "  [ \"$l\" = \"$T\" ] || exit 0\n",
+        "  f=\"$B/$n\"; t=\"$B/.$n.$$\"; rm -f \"$t\"\n",
+        // Hashed once here, as the separate upload does: a binary mangled
+        // on the way may not even run to check itself.
+        "  if ", dd, " count=\"$z\" of=\"$t\" 2>/dev/null && [ \"$(wc -c < \"$t\")\" -eq \"$z\" ] && ",
+        "{ v=$(sha256sum \"$t\" 2>/dev/null || busybox sha256sum \"$t\" 2>/dev/null) || v=; ",
+        "[ -z \"$v\" ] || [ \"${v%% *}\" = \"$h\" ]; } && chmod 700 \"$t\" && mv -f \"$t\" \"$f\"; then\n",
+        "    exec ", emu, "\"$f\" launch", o.text ? " --text" : "", " ",
+        std::string(protocol::kStateRootFlag), " \"$R/run\" ", std::string(protocol::kExpectSha256Flag),
+        " \"$h\"\n",
+        "  fi\n",
+        "  rm -f \"$t\"\n",
+        "fi\n");
+  }
+  absl::StrAppend(&s, "if [ -n \"$B\" ]; then printf '%s\\n' \"", need, "upload $m $B\"; else printf '%s\\n' \"",
+                  need, "noexec$X\"; fi\n");
   return s;
 }
 
@@ -210,7 +233,8 @@ absl::StatusOr<StartNeed> ParseStartNeed(std::string_view line) {
   std::string_view trimmed = rest;
   while (!trimmed.empty() && (trimmed[0] == ' ' || trimmed[0] == ';')) trimmed.remove_prefix(1);
   n.detail = absl::CHexEscape(std::string(trimmed));
-  if (what == "upload") {
+  if (what == "upload" || what == "upload-inline") {
+    n.inline_upload = what == "upload-inline";
     ConsumePrefix(&rest, " ");
     const std::size_t gap = rest.find(' ');
     if (gap == std::string_view::npos) return bad("upload without a directory");

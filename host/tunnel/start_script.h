@@ -20,11 +20,29 @@
 //   upload ARCH BIN_DIR       nothing usable: install ARCH's binary in
 //                             BIN_DIR (writable and executable: the script
 //                             tried a file there, so a noexec /tmp is passed)
+//   upload-inline ARCH BIN_DIR  the same, and the script takes the binary
+//                             on its own stdin, in this call (below)
 //   arch MACHINE              no supervisor for this architecture
 //   noexec; DIR: why; ...     no root where a file can be made and executed
 //   nostate                   no root where a private directory can be made
 //   nopreinstalled; why; ...  uploads are off and nothing preinstalled fits
 // and `launch --expect-sha256` itself may print "corrupt PATH".
+//
+// Cold start in the same call (StartScriptOptions::upload_token, binary
+// tunnels only): when the script would answer "upload" and its dd reads
+// exact byte counts (iflag=count_bytes,fullblock: GNU and busybox 1.24+),
+// it answers "upload-inline" and keeps reading its stdin instead of
+// exiting. The host writes "\nTOKEN\n", the binary (exactly its size) and
+// then again every byte it had written before (the Launch and Hello
+// frames). The script reads lines until the token (a fresh random one per
+// start, so no frame written before can hold it; `read` takes one byte at
+// a time and never reads past it), installs the binary with dd into a
+// temporary name in BIN_DIR, checks its sha256 (sha256sum or busybox's;
+// with neither, the supervisor's own check is the one), renames it and
+// execs the launch with --expect-sha256, which reads the frames written
+// again. A binary that fails the check answers a plain "upload" too. A dd that fails
+// (a full disk) leaves the stream unsynchronised, so the script then
+// answers a plain "upload" and exits: the host uploads the usual way.
 // The reattach script answers "gone" (no such state directory) or
 // "refused WHY" (a path that no start could have chosen).
 //
@@ -34,6 +52,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -54,6 +73,9 @@ struct UploadableSupervisor {
   std::string name;    // tether-supervisor-<version>-<arch>-<hash prefix>
   std::string sha256;  // of the whole binary, hex
   std::uint64_t size = 0;
+  // The binary, for an inline upload (the tunnel writes it); may be empty
+  // for the script alone.
+  std::shared_ptr<const std::string> bytes;
 };
 
 struct StartScriptOptions {
@@ -65,6 +87,9 @@ struct StartScriptOptions {
   std::string arch;                        // forces the architecture (else uname -m)
   std::string emulator;                    // runs every supervisor through it (qemu-aarch64)
   std::string private_root;                // the only candidate root, when set (as is: no tether-<uid>)
+  // Set (32+ characters of [0-9a-f]): the stdin carries exact bytes and the
+  // host can upload in the same call ("upload-inline"). A fresh one per start.
+  std::string upload_token;
 };
 
 std::string StartScript(const StartScriptOptions& o);
@@ -91,6 +116,7 @@ struct StartNeed {
   std::string arch;    // kUpload
   std::string path;    // kUpload: the bin directory; kCorrupt: the binary
   std::string detail;  // the rest of the line, printable
+  bool inline_upload = false;  // kUpload: "upload-inline", the script reads the binary now
 };
 
 // The status a tunnel's Launch or Reattach ends with when the script

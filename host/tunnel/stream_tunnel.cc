@@ -13,6 +13,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "host/internal/armored_channel.h"
 #include "host/tunnel/start_script.h"
@@ -38,8 +40,14 @@ namespace {
 class NeedLineChannel final : public Channel {
  public:
   NeedLineChannel(std::unique_ptr<Channel> inner, std::shared_ptr<std::string> need, bool text,
-                  asio::any_io_executor ex)
-      : inner_(std::move(inner)), need_(std::move(need)), text_(text), decided_(std::move(ex)) {}
+                  asio::any_io_executor ex, const Target* target = nullptr)
+      : inner_(std::move(inner)), need_(std::move(need)), text_(text), decided_(ex),
+        gate_(ex, asio::steady_timer::time_point::max()) {
+    if (target != nullptr && !text && !target->upload_token.empty()) {
+      token_ = target->upload_token;
+      uploadable_ = target->uploadable;
+    }
+  }
 
   asio::awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
     absl::StatusOr<std::size_t> n = co_await Read(buf);
@@ -51,7 +59,22 @@ class NeedLineChannel final : public Channel {
   // closed"): a write that fails before the output decided waits (at most
   // kDecideWait) for the reader, so the line is not lost behind the error.
   asio::awaitable<absl::Status> Write(std::string_view bytes) override {
+    // Until the output decides, what is written is kept: an inline upload
+    // writes it again after the binary, for the launch the script execs.
+    // A write that comes while the binary goes waits for it (and then
+    // follows what is written again, as it followed it before).
+    while (uploading_) co_await WaitGate();
+    if (!token_.empty() && deciding_) {
+      if (written_.size() + bytes.size() > kMaxRewrite) {
+        token_.clear();  // too much to write again: the plain upload then
+        written_.clear();
+      } else {
+        written_.append(bytes);
+      }
+    }
+    ++writing_;
     absl::Status st = co_await inner_->Write(bytes);
+    if (--writing_ == 0) gate_.cancel();
     if (!st.ok() && !decided_once_) {
       decided_.expires_after(kDecideWait);
       co_await decided_.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -61,6 +84,38 @@ class NeedLineChannel final : public Channel {
 
  private:
   static constexpr auto kDecideWait = std::chrono::seconds(2);
+  // The Launch and Hello frames a start writes first (a Launch is at most
+  // kMaxPayloadBytes); more than this and the script gets no binary inline.
+  static constexpr std::size_t kMaxRewrite = 2 * protocol::kMaxPayloadBytes;
+
+  // Waits until gate_ is cancelled (a write ended, or the upload did). Its
+  // expiry stays at max (set once: a new expiry would cancel the others).
+  asio::awaitable<void> WaitGate() {
+    co_await gate_.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+
+  // Answers an "upload-inline" line (start_script.h): the token line, the
+  // binary, and what was written before. False: not one to answer (the
+  // line then ends the reads as any need line does).
+  asio::awaitable<bool> UploadInline(const std::string& line) {
+    if (token_.empty()) co_return false;
+    absl::StatusOr<StartNeed> need = ParseStartNeed(line);
+    if (!need.ok() || !need->inline_upload) co_return false;
+    const UploadableSupervisor* u = nullptr;
+    for (const UploadableSupervisor& c : uploadable_) {
+      if (c.arch == need->arch && c.bytes != nullptr && c.bytes->size() == c.size) u = &c;
+    }
+    if (u == nullptr) co_return false;
+    const std::string token_line = absl::StrCat("\n", std::exchange(token_, std::string()), "\n");  // once
+    uploading_ = true;
+    while (writing_ > 0) co_await WaitGate();  // a frame half written goes first, whole
+    const std::string again = std::exchange(written_, std::string());
+    bool ok = (co_await inner_->Write(token_line)).ok() && (co_await inner_->Write(*u->bytes)).ok() &&
+              (co_await inner_->Write(again)).ok();
+    uploading_ = false;
+    gate_.cancel();
+    co_return ok;
+  }
 
   void Decided() {
     decided_once_ = true;
@@ -87,7 +142,12 @@ class NeedLineChannel final : public Channel {
       if (held_.size() < prefix.size()) continue;
       const std::size_t nl = held_.find('\n');
       if (nl != std::string::npos || held_.size() > protocol::kMaxStartNeedLine) {
-        *need_ = held_.substr(0, std::min(nl, protocol::kMaxStartNeedLine + 1));
+        std::string line = held_.substr(0, std::min(nl, protocol::kMaxStartNeedLine + 1));
+        if (nl != std::string::npos && co_await UploadInline(line)) {
+          held_.erase(0, nl + 1);  // the launch speaks next (or the script again)
+          continue;
+        }
+        *need_ = std::move(line);
         co_return absl::FailedPreconditionError("the start script answered a need line");
       }
     }
@@ -142,6 +202,12 @@ class NeedLineChannel final : public Channel {
   asio::steady_timer decided_;
   bool decided_once_ = false;
   bool deciding_ = true;
+  std::string token_;  // an inline upload may still be answered
+  std::vector<UploadableSupervisor> uploadable_;
+  std::string written_;  // while deciding, with a token
+  asio::steady_timer gate_;
+  int writing_ = 0;  // writes under way
+  bool uploading_ = false;
   std::string held_;  // binary
   std::string line_;  // text
 };
@@ -154,7 +220,7 @@ class StreamTunnel final : public Tunnel {
 
   asio::awaitable<absl::StatusOr<wire::Welcome>> Launch(const Target& target, std::string launch_frame,
                                                         wire::Hello hello, std::shared_ptr<Session>& session) override {
-    co_return co_await Run(Shell(target.start_script), std::move(launch_frame), std::move(hello), session);
+    co_return co_await Run(Shell(target.start_script), std::move(launch_frame), std::move(hello), session, &target);
   }
 
   asio::awaitable<absl::StatusOr<wire::Welcome>> Reattach(const Target& target, wire::Hello hello,
@@ -195,11 +261,12 @@ class StreamTunnel final : public Tunnel {
   }
 
   asio::awaitable<absl::StatusOr<wire::Welcome>> Run(std::vector<std::string> argv, std::string first,
-                                                     wire::Hello hello, std::shared_ptr<Session>& session) {
+                                                     wire::Hello hello, std::shared_ptr<Session>& session,
+                                                     const Target* target = nullptr) {
     absl::StatusOr<std::unique_ptr<Channel>> channel = co_await transport_.Exec(std::move(argv));
     if (!channel.ok()) co_return channel.status();
     auto need = std::make_shared<std::string>();
-    *channel = std::make_unique<NeedLineChannel>(*std::move(channel), need, text(), transport_.executor());
+    *channel = std::make_unique<NeedLineChannel>(*std::move(channel), need, text(), transport_.executor(), target);
     // Text: frames as armored lines, the Launch frame too.
     if (text()) *channel = internal::MakeArmoredChannel(*std::move(channel));
     session = Session::Create(transport_.executor(), *std::move(channel));

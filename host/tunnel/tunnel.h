@@ -18,11 +18,13 @@
 #include <boost/asio/awaitable.hpp>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "host/session.h"
 #include "tether/transport.h"
 #include "host/tunnel/choose.h"
+#include "host/tunnel/start_script.h"
 
 namespace tether::tunnel {
 
@@ -36,6 +38,10 @@ struct Target {
   // caller accepts on reattach.
   std::string start_script;
   std::string named;
+  // When the script was made with an upload token (binary tunnels): the
+  // binaries it may ask for inline ("upload-inline"), with their bytes.
+  std::string upload_token;
+  std::vector<UploadableSupervisor> uploadable;
 };
 
 class Tunnel {

@@ -128,6 +128,14 @@ inline awaitable<absl::StatusOr<std::unique_ptr<Process>>> Start(Transport& t, s
   co_return co_await Process::Start(t, std::move(o));
 }
 
+// One start of `true` to its end: the sandbox has its supervisor after it.
+inline awaitable<void> WarmUp(Transport& t) {
+  absl::StatusOr<std::unique_ptr<Process>> p = co_await Start(t, V("true"));
+  REQUIRE_MESSAGE(p.ok(), p.status());
+  absl::StatusOr<ExitStatus> e = co_await (*p)->Wait();
+  REQUIRE(e.ok());
+}
+
 inline std::string AllByteValues(std::size_t repeat) {
   std::string s;
   for (std::size_t r = 0; r < repeat; ++r) {

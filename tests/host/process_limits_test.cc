@@ -320,6 +320,8 @@ TEST_CASE("an aborted wait returns WAIT_ABORTED to that waiter only") {
 class SlowProbeTransport final : public internal::ForwardingTransport {
  public:
   SlowProbeTransport(Transport& inner, milliseconds delay) : ForwardingTransport(inner), delay_(delay) {}
+  // Text: the upload is a call of its own (a binary stream takes it inline).
+  ChannelCapabilities capabilities() const override { return CapabilitiesOf(TunnelMode::kText); }
   awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
     asio::steady_timer t(co_await asio::this_coro::executor, delay_);
     co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -376,9 +378,33 @@ TEST_CASE("a start aborted before dispatch is WAIT_ABORTED and starts nothing") 
   CHECK(sb.LeftoverStateDirs() == 0);
 }
 
+TEST_CASE("a cold start aborted during its inline upload is OUTCOME_UNKNOWN and starts nothing") {
+  Sandbox sb;
+  sb.Run([&sb](Transport& t) -> awaitable<void> {
+    auto slow_owner = std::make_shared<SlowTransport>(t, milliseconds(800));
+    SlowTransport& slow = *slow_owner;
+    const std::string flag = sb.root() + "/child-ran";
+    StartOptions o = Opts();
+    o.argv = V("sh", "-c", "echo ran > " + flag);
+    // The script asks for the binary inline at once; the abort comes while
+    // the binary (delivered late) is on its way, or before the script asked.
+    absl::Status st = co_await StartAborted(slow, o, milliseconds(200));
+    CHECK(ErrorCodeOf(st) == ErrorCode::kOutcomeUnknown);
+    co_await Sleep(milliseconds(2000));
+    CHECK(!std::filesystem::exists(flag));
+  });
+  // Nothing but cancellation markers (a launch that never came leaves its
+  // marker, removed by a later launch once an hour old).
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(sb.root() + "/run", ec)) {
+    CHECK(e.path().extension() == ".cancel");
+  }
+}
+
 TEST_CASE("a start aborted after dispatch is OUTCOME_UNKNOWN and the late launch never starts") {
   Sandbox sb;
   sb.Run([&sb](Transport& t) -> awaitable<void> {
+    co_await WarmUp(t);  // the late launch is the supervisor's, which takes the marker
     auto slow_owner = std::make_shared<SlowTransport>(t, milliseconds(800));
     SlowTransport& slow = *slow_owner;
     const std::string flag = sb.root() + "/child-ran";

@@ -549,6 +549,7 @@ TEST_CASE("resize without a pty is unsupported, and bad terminal sizes are refus
 TEST_CASE("a setup that times out after dispatch is OUTCOME_UNKNOWN and the late launch never starts") {
   Sandbox sb;
   sb.Run([&sb](Transport& t) -> awaitable<void> {
+    co_await WarmUp(t);  // the late launch is the supervisor's, which takes the marker
     auto slow_owner = std::make_shared<SlowTransport>(t, std::chrono::milliseconds(1000));
     SlowTransport& slow = *slow_owner;
     const std::string flag = sb.root() + "/child-ran";
@@ -867,7 +868,8 @@ class SilentTransport final : public internal::ForwardingTransport {
  public:
   SilentTransport(Transport& inner, bool silent_probe) : ForwardingTransport(inner), silent_probe_(silent_probe) {}
   ChannelCapabilities capabilities() const override {
-    return CapabilitiesOf(silent_probe_ ? TunnelMode::kExchange : TunnelMode::kBinary);
+    // (Text: a binary stream would take the binary inline, with no upload.)
+    return CapabilitiesOf(silent_probe_ ? TunnelMode::kExchange : TunnelMode::kText);
   }
   awaitable<absl::StatusOr<SandboxInfo>> Probe() override {
     if (silent_probe_) co_await Forever();

@@ -16,6 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "protocol/sha256.h"
 
 namespace tether::tunnel {
 namespace {
@@ -37,12 +38,15 @@ struct Sandbox {
   std::string priv() const { return absl::StrCat(root.string(), "/tether-", ::getuid()); }
 
   // Runs `script` with sh in a clean environment; returns its stdout.
-  std::string Run(const std::string& script, const std::string& path_dirs = "") const {
+  std::string Run(const std::string& script, const std::string& path_dirs = "",
+                  const std::string& stdin_bytes = "") const {
     const fs::path file = root / "script.sh";
     std::ofstream(file) << script;
+    const fs::path in = root / "stdin";
+    std::ofstream(in, std::ios::binary) << stdin_bytes;
     const std::string cmd = absl::StrCat("env -i TMPDIR='", root.string(), "' HOME='", (root / "home").string(),
                                          "' PATH='", path_dirs, path_dirs.empty() ? "" : ":",
-                                         "/usr/bin:/bin' /bin/sh '", file.string(), "' </dev/null 2>&1");
+                                         "/usr/bin:/bin' /bin/sh '", file.string(), "' <'", in.string(), "' 2>&1");
     std::string out;
     FILE* p = ::popen(cmd.c_str(), "r");
     REQUIRE(p != nullptr);
@@ -65,7 +69,7 @@ std::string FakeSupervisor(const fs::path& path, const std::string& version_line
 }
 
 UploadableSupervisor Ours(const std::string& body) {
-  return UploadableSupervisor{"x86_64", "tether-supervisor-test-x86_64-abc", std::string(64, 'a'), body.size()};
+  return UploadableSupervisor{"x86_64", "tether-supervisor-test-x86_64-abc", protocol::Sha256Hex(body), body.size()};
 }
 
 StartScriptOptions Options(const std::string& body) {
@@ -95,7 +99,7 @@ TEST_CASE("start script: our installed binary is launched with the state root an
   ::chmod(sb.priv().c_str(), 0700);
   StartScriptOptions o = Options(body);
   CHECK(sb.Run(StartScript(o)) == absl::StrCat("ran ", bin.string(), " launch --state-root ", sb.priv(),
-                                                "/run --expect-sha256 ", std::string(64, 'a'), "\n"));
+                                                "/run --expect-sha256 ", protocol::Sha256Hex(body), "\n"));
   o.text = true;
   CHECK(absl::StrContains(sb.Run(StartScript(o)), " launch --text --state-root "));
 }
@@ -220,7 +224,70 @@ TEST_CASE("cancel script: writes the marker in every private root that exists") 
   CHECK(fs::exists(sb.priv() + "/run/0123abcd.cancel"));
 }
 
+// Cold start in one call: the binary comes on the script's stdin after the
+// token line, and the frames written before come again after it.
+TEST_CASE("start script: cold with an upload token, the binary is taken inline and launched") {
+  Sandbox sb;
+  const std::string body = "#!/bin/sh\necho \"ran $0 $*\"; cat\n";
+  StartScriptOptions o = Options(body);
+  o.upload_token = std::string(32, 'f');
+  // What the host wrote before the need line: frames, with NUL, newlines
+  // and a line that is the token's prefix.
+  const std::string before = std::string("T\xe7\0\0\x01\nffff\n\xff\x00zz", 16);
+  const std::string frames = std::string("T\xe7 the frames again\0\n", 22);
+  const std::string out = sb.Run(StartScript(o), "", absl::StrCat(before, "\n", o.upload_token, "\n", body, frames));
+  const std::string bin = absl::StrCat(sb.priv(), "/bin/tether-supervisor-test-x86_64-abc");
+  CHECK(out == absl::StrCat("tether-start-need upload-inline x86_64 ", sb.priv(), "/bin\n", "ran ", bin,
+                            " launch --state-root ", sb.priv(), "/run --expect-sha256 ", protocol::Sha256Hex(body), "\n",
+                            frames));
+  std::ifstream f(bin, std::ios::binary);
+  const std::string installed((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  CHECK(installed == body);
+  struct stat st;
+  REQUIRE(::lstat(bin.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+  CHECK(std::distance(fs::directory_iterator(sb.priv() + "/bin"), fs::directory_iterator()) == 1);  // no temporary left
+  // Installed now: the next start launches at once, reading nothing first.
+  CHECK(absl::StartsWith(sb.Run(StartScript(o)), absl::StrCat("ran ", bin, " launch ")));
+}
+
+TEST_CASE("start script: an inline upload that cannot be taken falls back to a plain upload line") {
+  Sandbox sb;
+  const std::string body = "#!/bin/sh\necho ran\n";
+  StartScriptOptions o = Options(body);
+  o.upload_token = std::string(32, 'e');
+  const std::string inline_line = absl::StrCat("tether-start-need upload-inline x86_64 ", sb.priv(), "/bin\n");
+  const std::string plain_line = absl::StrCat("tether-start-need upload x86_64 ", sb.priv(), "/bin\n");
+  // A binary changed on the way fails its hash: nothing installed.
+  std::string mangled = body;
+  mangled[3] ^= 1;
+  CHECK(sb.Run(StartScript(o), "", absl::StrCat("\n", o.upload_token, "\n", mangled)) == inline_line + plain_line);
+  CHECK(fs::is_empty(sb.priv() + "/bin"));
+  // The stream ends inside the binary: the line the host answers normally.
+  CHECK(sb.Run(StartScript(o), "", absl::StrCat("\n", o.upload_token, "\n", body.substr(0, 5))) ==
+        inline_line + plain_line);
+  CHECK(fs::is_empty(sb.priv() + "/bin"));
+  // The host never sends the token (it closes): the script just ends.
+  CHECK(sb.Run(StartScript(o), "", "frames only") == inline_line);
+  // A dd that cannot count bytes exactly (busybox before 1.24, toybox):
+  // never inline.
+  const fs::path fake = sb.root / "fakebin";
+  fs::create_directories(fake);
+  std::ofstream(fake / "dd") << "#!/bin/sh\ncat\n";
+  ::chmod((fake / "dd").c_str(), 0700);
+  CHECK(sb.Run(StartScript(o), fake.string(), absl::StrCat("\n", o.upload_token, "\n", body)) == plain_line);
+  // No token (a text tunnel): never inline.
+  o.upload_token.clear();
+  CHECK(sb.Run(StartScript(o)) == plain_line);
+}
+
 TEST_CASE("need lines: every kind parses; a mangled line is refused, not guessed at") {
+  absl::StatusOr<StartNeed> i = ParseStartNeed("tether-start-need upload-inline x86_64 /tmp/tether-0/bin");
+  REQUIRE(i.ok());
+  CHECK(i->kind == StartNeed::Kind::kUpload);
+  CHECK(i->inline_upload);
+  CHECK(i->path == "/tmp/tether-0/bin");
+  CHECK_FALSE(ParseStartNeed("tether-start-need upload x86_64 /tmp/tether-0/bin")->inline_upload);
   absl::StatusOr<StartNeed> n = ParseStartNeed("tether-start-need upload aarch64 /tmp/a b/tether-0/bin");
   REQUIRE(n.ok());
   CHECK(n->kind == StartNeed::Kind::kUpload);
@@ -242,6 +309,8 @@ TEST_CASE("need lines: every kind parses; a mangled line is refused, not guessed
       "tether-start-need upload x86_64 /tmp/../etc",
       "tether-start-need upload x86_64 /tmp/a\x1b[2J",
       "tether-start-need upload x/y /tmp/a",        // not an architecture
+      "tether-start-need upload-inline x86_64",     // no directory
+      "tether-start-need uploadinline x86_64 /tmp/a",
       "tether-start-need corrupt /a//b",
       "TETHER-START-NEED upload x86_64 /tmp",
       std::string("tether-start-need upload x86_64 /") + std::string(5000, 'a'),

@@ -129,7 +129,7 @@ progress_none() { :; }
 # build logging into LOG), shown at the end of the status line.
 progress_also() {
   [[ -n ${TETHER_PROGRESS_ALSO:-} ]] || return 0
-  printf ' · %s %s' "${TETHER_PROGRESS_ALSO%%|*}" "$(progress_ninja "${TETHER_PROGRESS_ALSO#*|}")"
+  printf ' | %s %s' "${TETHER_PROGRESS_ALSO%%|*}" "$(progress_ninja "${TETHER_PROGRESS_ALSO#*|}")"
 }
 
 # Parallel jobs, each one a command with its output in its own log.
@@ -197,7 +197,7 @@ jobs_run() {
     if [[ $PROGRESS_MODE == tty ]]; then
       text="$title ($done/$total)"
       for i in "${running[@]}"; do
-        text+=" · ${JOBS_LABEL[i]} $(${JOBS_PARSER[i]} "${JOBS_LOG[i]}")"
+        text+=" | ${JOBS_LABEL[i]} $(${JOBS_PARSER[i]} "${JOBS_LOG[i]}")"
       done
       text+=$(progress_also)
       progress_status "$text $(progress_elapsed $((SECONDS - start)))"

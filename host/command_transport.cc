@@ -48,14 +48,23 @@ class CommandTransport final : public Transport {
   }
 
   asio::awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
+    co_return co_await Put(std::move(path), bytes, mode, false);
+  }
+  asio::awaitable<absl::Status> PutNewFile(std::string path, std::string_view bytes, int mode) override {
+    co_return co_await Put(std::move(path), bytes, mode, true);
+  }
+  ScriptOverrides script_overrides() const override { return {o_.arch, o_.emulator}; }
+
+ private:
+  asio::awaitable<absl::Status> Put(std::string path, std::string_view bytes, int mode, bool known_missing) {
     ShellUploadOptions u;
     u.tunnel = o_.tunnel;
     u.progress = o_.upload_progress;
     u.installed = &installed_;
+    u.known_missing = known_missing;
     co_return co_await ShellPutFile(runner_, std::move(path), bytes, mode, std::move(u));
   }
 
- private:
   absl::StatusOr<std::unique_ptr<Channel>> Spawn(const std::string& line) {
     std::vector<std::string> argv = o_.prefix;
     argv.push_back(line);

@@ -68,6 +68,13 @@ class LocalTransport final : public Transport, public DirectConnector {
   }
 
   ChannelCapabilities capabilities() const override { return CapabilitiesOf(TunnelMode::kDirect); }
+  // Decorators (tests, the CLI's supervisor policy) run starts through Exec
+  // and a start script: in this sandbox's own directory.
+  ScriptOverrides script_overrides() const override {
+    ScriptOverrides o;
+    o.private_root = root_;
+    return o;
+  }
   asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Connect(std::string state_dir) override {
     co_return internal::ConnectChannel(ex_, state_dir);
   }

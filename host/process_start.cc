@@ -17,7 +17,10 @@
 #include "host/internal/process_state.h"
 #include "host/internal/random.h"
 #include "host/reference.h"
+#include "tether/shell_setup.h"
 #include "tether/supervisor_binary.h"
+#include "host/internal/script_start.h"
+#include "host/tunnel/start_script.h"
 
 namespace tether {
 
@@ -267,19 +270,45 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   // inside the one setup timeout.
   const auto setup_deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(options.setup_timeout_ms);
-  absl::StatusOr<SandboxInfo> info =
-      co_await WithDeadline(transport.Probe(), setup_deadline, "probing the sandbox");
-  if (co_await Cancelled()) co_return aborted_before_dispatch();
-  if (!info.ok()) co_return SetupError(info.status());
-  absl::StatusOr<std::string> supervisor =
-      co_await WithDeadline(InstallSupervisor(transport, *info), setup_deadline, "installing the supervisor");
-  if (co_await Cancelled()) co_return aborted_before_dispatch();
-  if (!supervisor.ok()) co_return SetupError(supervisor.status());
+  const bool by_script = (*tun)->starts_by_script();
+  const std::string launch_id = absl::BytesToHexString(RandomBytes(kLaunchIdBytes));
+  const Transport::ScriptOverrides overrides = transport.script_overrides();
+  const std::string named = options.supervisor_path.empty() ? overrides.supervisor_path : options.supervisor_path;
+  const bool upload = options.upload_supervisor && overrides.upload_supervisor;
+  tunnel::Target target;
+  target.named = named;
+  if (by_script) {
+    // One native call finds the directory and the supervisor and launches.
+    tunnel::StartScriptOptions so;
+    if (upload) so.ours = co_await internal::OurSupervisors(overrides.arch);
+    so.named = named;
+    so.allow_upload = upload;
+    so.text = (*tun)->choice().mode == TunnelMode::kText;
+    so.arch = overrides.arch;
+    so.emulator = overrides.emulator;
+    so.private_root = overrides.private_root;
+    target.start_script = tunnel::StartScript(so);
+  } else {
+    if (!upload || !named.empty()) {
+      co_return absl::InvalidArgumentError(absl::StrCat(
+          "a preinstalled supervisor and uploads off are for exec channels with live stdio; the ",
+          std::string(transport.name()), " provider's ",
+          (*tun)->choice().mode == TunnelMode::kExchange ? "one-shot" : "direct", " tunnel installs its own"));
+    }
+    absl::StatusOr<SandboxInfo> info =
+        co_await WithDeadline(transport.Probe(), setup_deadline, "probing the sandbox");
+    if (co_await Cancelled()) co_return aborted_before_dispatch();
+    if (!info.ok()) co_return SetupError(info.status());
+    absl::StatusOr<std::string> supervisor =
+        co_await WithDeadline(InstallSupervisor(transport, *info), setup_deadline, "installing the supervisor");
+    if (co_await Cancelled()) co_return aborted_before_dispatch();
+    if (!supervisor.ok()) co_return SetupError(supervisor.status());
+    target.supervisor = *supervisor;
+    target.state_dir = absl::StrCat(info->state_root, "/", launch_id);
+  }
 
   const std::string secret = RandomBytes(kSecretBytes);
-  const std::string launch_id = absl::BytesToHexString(RandomBytes(kLaunchIdBytes));
-  const std::string state_dir = absl::StrCat(info->state_root, "/", launch_id);
-  const wire::Envelope launch_env = LaunchEnvelope(options, launch_id, secret, state_dir);
+  const wire::Envelope launch_env = LaunchEnvelope(options, launch_id, secret, target.state_dir);
   if (launch_env.ByteSizeLong() + 64 > protocol::kMaxPayloadBytes) {
     co_return absl::InvalidArgumentError(absl::StrCat(
         "argv, cwd and environment take ", launch_env.ByteSizeLong(), " bytes; the limit is ",
@@ -290,7 +319,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   auto state = std::make_shared<State>(*owner, OutputConfigOf(options), stdin_pipe);
   state->provider = std::string(transport.name());
   state->sandbox = transport.sandbox_id();
-  state->target = tunnel::Target{*supervisor, state_dir};
+  state->target = target;
   state->secret = secret;
   state->tunnel = *std::move(tun);
   wire::Hello hello;
@@ -300,12 +329,16 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   // (the channel's pending read with it), so a stuck channel cannot hold us.
   absl::StatusOr<wire::Welcome> welcome = absl::UnavailableError("setup not finished");
   bool timed_out = false;
+  bool launch_in_flight = true;  // by script: false while installing between launches
   {
     using namespace asio::experimental::awaitable_operators;
     asio::steady_timer deadline(transport.executor(), setup_deadline);
-    auto raced = co_await (state->tunnel->Launch(state->target, protocol::EncodeEnvelope(launch_env),
-                                                 std::move(hello), state->session) ||
-                           CloseAtDeadline(deadline, *state));
+    asio::awaitable<absl::StatusOr<wire::Welcome>> launch =
+        by_script ? internal::LaunchByScript(*state, transport, upload, protocol::EncodeEnvelope(launch_env),
+                                   std::move(hello), &launch_in_flight)
+                  : state->tunnel->Launch(state->target, protocol::EncodeEnvelope(launch_env), std::move(hello),
+                                          state->session);
+    auto raced = co_await (std::move(launch) || CloseAtDeadline(deadline, *state));
     if (raced.index() == 0) {
       welcome = std::get<0>(std::move(raced));
     } else {
@@ -318,10 +351,24 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
     co_await asio::this_coro::reset_cancellation_state();
   }
   if ((timed_out || aborted) && state->session) state->session->Close();
+  if ((timed_out || aborted) && !launch_in_flight) {
+    // Gave up while installing the supervisor: no launch is in flight.
+    if (aborted) co_return aborted_before_dispatch();
+    co_return absl::UnavailableError(absl::StrCat("setup did not finish within ", options.setup_timeout_ms,
+                                                  " ms while installing the supervisor; nothing was started"));
+  }
+  if (!welcome.ok() && internal::NotDispatched(welcome.status())) {
+    co_return SetupError(welcome.status());  // an upload failed between launches: nothing was dispatched
+  }
   if (timed_out || aborted || (!welcome.ok() && absl::IsUnavailable(welcome.status()))) {
     // The Launch was dispatched and its fate is unknown: make sure a delayed
     // one never starts the child. Never launch again.
-    absl::Status marker = co_await transport.PutFile(state_dir + ".cancel", "", 0600);
+    absl::Status marker;
+    if (by_script) {
+      marker = co_await internal::WriteCancelMarker(transport, launch_id);
+    } else {
+      marker = co_await transport.PutFile(target.state_dir + ".cancel", "", 0600);
+    }
     co_return OutcomeUnknownError(absl::StrCat(
         "setup ",
         aborted     ? std::string("was aborted after the launch was dispatched")
@@ -333,6 +380,12 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
         "; it was not started again"));
   }
   if (!welcome.ok()) co_return SetupError(welcome.status());
+  if (by_script) {
+    if (absl::Status st = internal::TakeWelcomePaths(*welcome, launch_id, &state->target); !st.ok()) {
+      state->session->Close();
+      co_return st;
+    }
+  }
 
   if (welcome->state().phase() == wire::ProcessState::PHASE_FAILED) {
     // Nothing runs; acknowledge the record so the daemon cleans up now.
@@ -357,6 +410,11 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
 }
 
 asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transport& transport,
+                                                                            std::string_view reference) {
+  return Reopen(transport, reference, ReopenOptions());
+}
+
+asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transport& transport,
                                                                             std::string_view reference,
                                                                             ReopenOptions options) {
   // A caller's abort (per-operation cancellation) is answered with
@@ -378,11 +436,17 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
   if (!tun.ok()) co_return tun.status();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.timeout_ms);
   // The sandbox's own layout decides what may run and where: never the
-  // reference's paths alone.
-  absl::StatusOr<SandboxInfo> info = co_await WithDeadline(transport.Probe(), deadline, "probing the sandbox");
-  if (co_await Cancelled()) co_return WaitAbortedError("reopen was aborted; nothing was attached");
-  if (!info.ok()) co_return info.status();
-  if (absl::Status st = CheckReferencePaths(*ref, *info); !st.ok()) co_return st;
+  // reference's paths alone. By script, the sandbox checks them in the
+  // same native call as the attach (start_script.h ReattachScript);
+  // otherwise a probe first.
+  if ((*tun)->starts_by_script()) {
+    if (absl::Status st = internal::CheckReferenceShape(*ref); !st.ok()) co_return st;
+  } else {
+    absl::StatusOr<SandboxInfo> info = co_await WithDeadline(transport.Probe(), deadline, "probing the sandbox");
+    if (co_await Cancelled()) co_return WaitAbortedError("reopen was aborted; nothing was attached");
+    if (!info.ok()) co_return info.status();
+    if (absl::Status st = CheckReferencePaths(*ref, *info); !st.ok()) co_return st;
+  }
   core::OutputConfig output;
   output.pty = ref->pty;
   output.text = ref->text;
@@ -395,7 +459,10 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
   state->control = options.control;
   state->provider = ref->provider;
   state->sandbox = ref->sandbox;
-  state->target = tunnel::Target{ref->supervisor, ref->state_dir};
+  state->target.supervisor = ref->supervisor;
+  state->target.state_dir = ref->state_dir;
+  state->target.named =
+      options.supervisor_path.empty() ? transport.script_overrides().supervisor_path : options.supervisor_path;
   state->secret = ref->secret;
   state->tunnel = *std::move(tun);
   state->core.ticket.set_expires_at(static_cast<std::uint64_t>(ref->expires_at));
@@ -425,8 +492,10 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
                                                  std::string(welcome.status().message())));
     }
     if (ErrorCodeOf(welcome.status()) == ErrorCode::kBusy || absl::IsDeadlineExceeded(welcome.status()) ||
-        absl::IsUnauthenticated(welcome.status())) {
-      co_return welcome.status();  // BUSY, EXPIRED, a wrong secret: the supervisor's own answer
+        absl::IsUnauthenticated(welcome.status()) || absl::IsInvalidArgument(welcome.status())) {
+      // BUSY, EXPIRED, a wrong secret: the supervisor's own answer; a
+      // reference the sandbox refused.
+      co_return welcome.status();
     }
     // Refused or unreachable: the process may well be alive. Never "gone".
     co_return absl::Status(welcome.status().code(),

@@ -225,19 +225,21 @@ asio::awaitable<absl::Status> ShellPutFile(const ShellRunner& run, std::string p
     co_return co_await PutSmallAsText(run, path, bytes, mode, hash);
   }
   const std::string q = ShellQuote(path);
-  // Already there with the right content: nothing to send.
-  absl::StatusOr<ScriptResult> have = co_await run(
-      absl::StrCat(kSha256, "f=", q, "; if [ -f \"$f\" ] && [ ! -L \"$f\" ] && ",
-                   "[ \"$($S < \"$f\" | cut -c1-64)\" = ", hash, " ]; then echo tether-have; ",
-                   "else echo tether-need; fi"),
-      std::string_view());
-  if (!have.ok()) co_return have.status();
-  if (absl::StrContains(have->out, "tether-have")) {
-    if (o.installed) o.installed->insert(key);
-    co_return absl::OkStatus();
-  }
-  if (!absl::StrContains(have->out, "tether-need")) {
-    co_return absl::UnavailableError(absl::StrCat("checking ", path, " in the sandbox failed: ", have->out, Diag(*have)));
+  if (!o.known_missing) {
+    // Already there with the right content: nothing to send.
+    absl::StatusOr<ScriptResult> have = co_await run(
+        absl::StrCat(kSha256, "f=", q, "; if [ -f \"$f\" ] && [ ! -L \"$f\" ] && ",
+                     "[ \"$($S < \"$f\" | cut -c1-64)\" = ", hash, " ]; then echo tether-have; ",
+                     "else echo tether-need; fi"),
+        std::string_view());
+    if (!have.ok()) co_return have.status();
+    if (absl::StrContains(have->out, "tether-have")) {
+      if (o.installed) o.installed->insert(key);
+      co_return absl::OkStatus();
+    }
+    if (!absl::StrContains(have->out, "tether-need")) {
+      co_return absl::UnavailableError(absl::StrCat("checking ", path, " in the sandbox failed: ", have->out, Diag(*have)));
+    }
   }
   if (o.tunnel != TunnelMode::kBinary) {
     absl::Status st = co_await PutAsText(run, path, bytes, mode, hash, o);

@@ -97,11 +97,15 @@ absl::StatusOr<std::string> SupervisorBytes(const std::string& arch) {
 namespace {
 
 std::string InstallPathForHash(const SandboxInfo& info, std::string_view sha256_hex) {
-  return absl::StrCat(info.bin_dir, "/tether-supervisor-", kTetherVersion, "-", info.arch, "-",
-                      std::string(sha256_hex.substr(0, 32)));
+  return absl::StrCat(info.bin_dir, "/", SupervisorInstallName(info.arch, sha256_hex));
 }
 
 }  // namespace
+
+std::string SupervisorInstallName(std::string_view arch, std::string_view sha256_hex) {
+  return absl::StrCat("tether-supervisor-", kTetherVersion, "-", std::string(arch), "-",
+                      std::string(sha256_hex.substr(0, 32)));
+}
 
 std::string SupervisorInstallPath(const SandboxInfo& info, std::string_view bytes) {
   return InstallPathForHash(info, protocol::Sha256Hex(bytes));

@@ -12,13 +12,15 @@ namespace tether::protocol {
 namespace {
 
 constexpr std::string_view kUsage =
-    "usage: tether-supervisor launch [--text|--direct]  (reads a Launch frame on stdin)\n"
+    "usage: tether-supervisor launch [--text|--direct] [--state-root DIR] [--expect-sha256 HEX]\n"
+    "         (reads a Launch frame on stdin)\n"
     "       tether-supervisor launch --exchange RELAY_ID @INIT_FILE\n"
     "       tether-supervisor bridge [--text] STATE_DIR\n"
     "       tether-supervisor relay STATE_DIR RELAY_ID @INIT_FILE\n"
     "       tether-supervisor exchange STATE_DIR RELAY_ID IN_OFFSET OUT_OFFSET [BASE85]\n"
     "       tether-supervisor exchange STATE_DIR RELAY_ID close\n"
-    "       tether-supervisor --version\n";
+    "       tether-supervisor --version\n"
+    "       tether-supervisor selftest  (checks this image: one line per requirement)\n";
 
 bool ValidPath(std::string_view p) { return !p.empty() && p[0] == '/' && p.find('\0') == std::string_view::npos; }
 
@@ -75,23 +77,48 @@ class Operands {
   std::size_t next_ = 0;
 };
 
+bool LowerHex(std::string_view s) {
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
 absl::StatusOr<Command> ParseLaunch(Operands& ops) {
   LaunchCommand c;
-  if (ops.more()) {
+  bool tunnel_flag = false;
+  while (ops.more()) {
     ASSIGN_OR_RETURN(std::string flag, ops.Next("flag"));
-    if (flag == "--text") {
-      c.tunnel = LaunchTunnel::kText;
-    } else if (flag == "--direct") {
-      c.tunnel = LaunchTunnel::kDirect;
-    } else if (flag == "--exchange") {
-      c.tunnel = LaunchTunnel::kExchange;
-      ASSIGN_OR_RETURN(c.relay_id, ops.RelayId());
-      ASSIGN_OR_RETURN(c.init_file, ops.InitFile());
+    if (!tunnel_flag && c.state_root.empty() && c.expect_sha256.empty() &&
+        (flag == "--text" || flag == "--direct" || flag == "--exchange")) {
+      tunnel_flag = true;
+      if (flag == "--text") {
+        c.tunnel = LaunchTunnel::kText;
+      } else if (flag == "--direct") {
+        c.tunnel = LaunchTunnel::kDirect;
+      } else {
+        c.tunnel = LaunchTunnel::kExchange;
+        ASSIGN_OR_RETURN(c.relay_id, ops.RelayId());
+        ASSIGN_OR_RETURN(c.init_file, ops.InitFile());
+      }
+    } else if (flag == kStateRootFlag && c.state_root.empty() && c.expect_sha256.empty()) {
+      ASSIGN_OR_RETURN(c.state_root, ops.Next("STATE_ROOT"));
+      if (!ValidPath(c.state_root)) return ops.Bad("STATE_ROOT must be an absolute path", c.state_root);
+    } else if (flag == kExpectSha256Flag && c.expect_sha256.empty()) {
+      ASSIGN_OR_RETURN(c.expect_sha256, ops.Next("SHA256"));
+      if (c.expect_sha256.size() != 64 || !LowerHex(c.expect_sha256)) {
+        return ops.Bad("SHA256 must be 64 lowercase hex digits", c.expect_sha256);
+      }
     } else {
-      return ops.Bad("unknown flag (expected --text, --direct or --exchange)", flag);
+      return ops.Bad(
+          "unknown flag or flag out of place (expected [--text|--direct|--exchange ...] [--state-root DIR] "
+          "[--expect-sha256 HEX])",
+          flag);
     }
   }
-  RETURN_IF_ERROR(ops.Done());
+  if (!c.state_root.empty() && c.tunnel != LaunchTunnel::kBinary && c.tunnel != LaunchTunnel::kText) {
+    return ops.Bad("--state-root goes with the binary or --text launch only", c.state_root);
+  }
   return c;
 }
 
@@ -166,6 +193,14 @@ struct ArgvBuilder {
         out->push_back(absl::StrCat("@", c.init_file));
         break;
     }
+    if (!c.state_root.empty()) {
+      out->push_back(std::string(kStateRootFlag));
+      out->push_back(c.state_root);
+    }
+    if (!c.expect_sha256.empty()) {
+      out->push_back(std::string(kExpectSha256Flag));
+      out->push_back(c.expect_sha256);
+    }
   }
   void operator()(const BridgeCommand& c) const {
     out->push_back("bridge");
@@ -192,6 +227,7 @@ struct ArgvBuilder {
     out->push_back(c.relay_id);
     out->push_back("close");
   }
+  void operator()(const SelftestCommand&) const { out->push_back("selftest"); }
 };
 
 }  // namespace
@@ -207,7 +243,8 @@ bool ValidRelayId(std::string_view id) {
 std::string_view CommandLineUsage() { return kUsage; }
 
 std::string_view VerbName(const Command& command) {
-  static constexpr std::string_view kNames[] = {"--version", "launch", "bridge", "relay", "exchange", "exchange"};
+  static constexpr std::string_view kNames[] = {"--version", "launch", "bridge", "relay",
+                                                "exchange", "exchange", "selftest"};
   static_assert(std::size(kNames) == std::variant_size_v<Command>);
   return kNames[command.index()];
 }
@@ -241,6 +278,10 @@ absl::StatusOr<Command> ParseCommandLine(std::span<const std::string> argv) {
     return ParseRelay(ops);
   }
   if (verb == "exchange") return ParseExchange(rest);
+  if (verb == "selftest") {
+    RETURN_IF_ERROR(Operands(verb, rest).Done());
+    return SelftestCommand{};
+  }
   constexpr std::size_t kShown = 40;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown verb '", verb.substr(0, kShown), verb.size() > kShown ? "...'" : "'"));

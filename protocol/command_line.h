@@ -5,10 +5,12 @@
 //
 //   --version
 //   launch [--text | --direct | --exchange RELAY_ID @INIT_FILE]
+//          [--state-root DIR] [--expect-sha256 HEX]
 //   bridge [--text] STATE_DIR
 //   relay STATE_DIR RELAY_ID @INIT_FILE
 //   exchange STATE_DIR RELAY_ID IN_OFFSET OUT_OFFSET [BASE85]
 //   exchange STATE_DIR RELAY_ID close
+//   selftest
 //
 // STATE_DIR and INIT_FILE are absolute paths; RELAY_ID is 1..64 of [a-z0-9];
 // offsets are decimal u64; BASE85 is the armor alphabet (armor.h). Flags come
@@ -46,6 +48,19 @@ namespace tether::protocol {
 
 inline constexpr std::size_t kMaxRelayIdBytes = 64;
 
+// The command line's own revision, printed by `--version` as
+// "tether-supervisor VERSION (protocol P, command line R)": a host that
+// runs a supervisor it did not upload (one baked into an image) needs the
+// flags of revision 2 (--state-root, --expect-sha256) and checks for it.
+inline constexpr unsigned kCommandLineRevision = 2;
+inline constexpr std::string_view kStateRootFlag = "--state-root";
+inline constexpr std::string_view kExpectSha256Flag = "--expect-sha256";
+// The one line a start script (host/tunnel/start_script.h) or a launch
+// with --expect-sha256 prints instead of frames when it cannot launch:
+// "tether-start-need WHAT [DETAIL...]\n", at most kMaxStartNeedLine bytes.
+inline constexpr std::string_view kStartNeedPrefix = "tether-start-need ";
+inline constexpr std::size_t kMaxStartNeedLine = 4096;
+
 // `--version`: prints the version and protocol version.
 struct VersionCommand {
   bool operator==(const VersionCommand&) const = default;
@@ -64,6 +79,14 @@ struct LaunchCommand {
   LaunchTunnel tunnel = LaunchTunnel::kBinary;
   std::string relay_id;   // kExchange only
   std::string init_file;  // kExchange only: absolute path (argv has "@" before it)
+  // --state-root DIR (binary and text only): the Launch's state_dir is
+  // empty and the process's directory is DIR/<launch id>; the supervisor
+  // refuses a DIR that is not a private directory of its user.
+  std::string state_root;
+  // --expect-sha256 HEX: before reading anything, the supervisor hashes its
+  // own executable and, when it differs, prints "tether-start-need corrupt"
+  // and exits 1 (the host then installs it again).
+  std::string expect_sha256;
   bool operator==(const LaunchCommand&) const = default;
 };
 
@@ -99,8 +122,14 @@ struct ExchangeCloseCommand {
   bool operator==(const ExchangeCloseCommand&) const = default;
 };
 
+// `selftest`: checks what the supervisor needs in this image, one line per
+// requirement on stdout (supervisor/selftest.h). No operands.
+struct SelftestCommand {
+  bool operator==(const SelftestCommand&) const = default;
+};
+
 using Command = std::variant<VersionCommand, LaunchCommand, BridgeCommand, RelayCommand, ExchangePollCommand,
-                             ExchangeCloseCommand>;
+                             ExchangeCloseCommand, SelftestCommand>;
 
 // argv for `supervisor_path` running `command`. CHECKs (our bug) that the
 // command is valid, i.e. that ParseCommandLine accepts the result.

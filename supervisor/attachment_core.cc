@@ -96,6 +96,8 @@ void AttachmentCore::QueueWelcome(std::uint64_t request_id, std::uint64_t stdin_
   w->set_stdin_window_bytes(stdin_window);
   w->set_max_frame_bytes(protocol::kMaxFrameBytes);
   *w->mutable_ticket() = p_.tickets.Issue(now_s);
+  w->set_state_dir(p_.launch.state_dir());
+  w->set_supervisor_path(p_.supervisor_path);
   Queue(reply);
 }
 

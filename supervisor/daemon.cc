@@ -147,7 +147,9 @@ Daemon::Daemon(DaemonConfig config)
       hold_timer_(io_),
       abandon_timer_(io_),
       kill_timer_(io_),
-      drain_timer_(io_) {}
+      drain_timer_(io_) {
+  p_.supervisor_path = config_.supervisor_path;
+}
 
 void Daemon::Perform(const Action& action, Attachment& from) {
   switch (action.kind) {

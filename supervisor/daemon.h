@@ -44,6 +44,7 @@ struct DaemonConfig {
   // itself). While it is stopped (Ctrl-Z before it attached), an
   // end_with_host process is not abandoned.
   pid_t launcher_parent = 0;
+  std::string supervisor_path;  // the running binary (for Welcome); may be empty
 };
 
 // Runs in the detached daemon process; returns its exit status. Removes the

@@ -1,5 +1,6 @@
 #include "supervisor/launcher.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,9 +10,12 @@
 #include <cstdio>
 #include <cstring>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "protocol/armor.h"
+#include "protocol/command_line.h"
 #include "protocol/envelope.h"
+#include "protocol/sha256.h"
 #include "supervisor/bridge.h"
 #include "supervisor/child.h"
 #include "supervisor/daemon.h"
@@ -96,6 +100,39 @@ absl::StatusOr<wire::Launch> ReadLaunch(bool text, std::string* rest) {
   }
 }
 
+// --expect-sha256: this executable's own hash, checked before anything is
+// read, so that a start script can trust a content-addressed name without
+// hashing 1 MB in shell on every start (a corrupt or replaced file answers
+// "need corrupt" and the host installs it again).
+absl::Status CheckOwnHash(const std::string& expected) {
+  const int fd = ::open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::FailedPreconditionError(absl::StrCat("open /proc/self/exe: ", std::strerror(errno)));
+  protocol::Sha256 h;
+  char buf[64 * 1024];
+  while (true) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return absl::FailedPreconditionError(absl::StrCat("read /proc/self/exe: ", std::strerror(err)));
+    }
+    if (n == 0) break;
+    h.Update(std::string_view(buf, static_cast<std::size_t>(n)));
+  }
+  ::close(fd);
+  const std::array<std::uint8_t, 32> d = h.Finish();
+  const std::string got = absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(d.data()), d.size()));
+  if (got != expected) return absl::DataLossError(absl::StrCat("sha256 ", got, ", expected ", expected));
+  return absl::OkStatus();
+}
+
+std::string OwnPath() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf);
+  return n > 0 && static_cast<std::size_t>(n) < sizeof buf ? std::string(buf, static_cast<std::size_t>(n)) : "";
+}
+
 }  // namespace
 
 std::string CancelMarkerPath(const std::string& state_dir) { return state_dir + ".cancel"; }
@@ -176,6 +213,17 @@ int Attach(const protocol::LaunchCommand& cmd, int sock, const std::string& dir,
 
 int LaunchMain(const protocol::LaunchCommand& cmd, std::vector<std::string> ambient_env) {
   const pid_t launcher_parent = ::getppid();
+  if (!cmd.expect_sha256.empty()) {
+    if (absl::Status st = CheckOwnHash(cmd.expect_sha256); !st.ok()) {
+      // Nothing was read or written yet: the host reads this line instead
+      // of frames.
+      std::printf("%scorrupt %s\n", std::string(protocol::kStartNeedPrefix).c_str(), OwnPath().c_str());
+      std::fflush(stdout);
+      std::fprintf(stderr, "tether-supervisor launch: this binary is not the one its name promises: %s\n",
+                   std::string(st.message()).c_str());
+      return 1;
+    }
+  }
   std::string rest;
   absl::StatusOr<wire::Launch> launch = cmd.tunnel == LaunchTunnel::kExchange
                                             ? LaunchFromFile(cmd.init_file, &rest)
@@ -188,6 +236,15 @@ int LaunchMain(const protocol::LaunchCommand& cmd, std::vector<std::string> ambi
     return 1;
   }
   if (!launch.ok()) return Report(cmd, wire::ERROR_PROTOCOL, launch.status());
+  if (!cmd.state_root.empty()) {
+    // The directory comes from the sandbox's side (a start script), the
+    // launch id from the host: the Launch names no directory itself.
+    if (!launch->state_dir().empty()) {
+      return Report(cmd, wire::ERROR_INVALID_ARGUMENT,
+                    absl::InvalidArgumentError("launch: --state-root with a Launch that names its own state_dir"));
+    }
+    launch->set_state_dir(absl::StrCat(cmd.state_root, "/", launch->launch_id()));
+  }
   if (absl::Status st = ValidateLaunch(*launch); !st.ok()) return Report(cmd, wire::ERROR_INVALID_ARGUMENT, st);
   const std::string dir = launch->state_dir();
   if (LaunchCancelled(dir)) {
@@ -235,6 +292,7 @@ int LaunchMain(const protocol::LaunchCommand& cmd, std::vector<std::string> ambi
     config.state_dir = dir;
     config.listen_fd = *listen_fd;
     config.launcher_parent = launcher_parent;
+    config.supervisor_path = OwnPath();
     ::_exit(RunDaemon(std::move(config)));
   }
   ::close(*listen_fd);

@@ -10,6 +10,7 @@
 #include "supervisor/exchange.h"
 #include "supervisor/launcher.h"
 #include "supervisor/proc_scrub.h"
+#include "supervisor/selftest.h"
 #include "tether/protocol/version.h"
 
 extern char** environ;
@@ -18,12 +19,14 @@ namespace {
 
 using namespace tether;
 
-// Runs one parsed command. Only `launch` gets the ambient environment.
+// Runs one parsed command. Only `launch` and `selftest` (TMPDIR, HOME) get
+// the ambient environment.
 struct Run {
   std::vector<std::string>* ambient;
 
   int operator()(const protocol::VersionCommand&) const {
-    std::printf("tether-supervisor %s (protocol %u)\n", kTetherVersion, kProtocolVersion);
+    std::printf("tether-supervisor %s (protocol %u, command line %u)\n", kTetherVersion, kProtocolVersion,
+                protocol::kCommandLineRevision);
     return 0;
   }
   int operator()(const protocol::LaunchCommand& c) const { return supervisor::LaunchMain(c, std::move(*ambient)); }
@@ -31,6 +34,7 @@ struct Run {
   int operator()(const protocol::RelayCommand& c) const { return supervisor::RelayMain(c); }
   int operator()(const protocol::ExchangePollCommand& c) const { return supervisor::ExchangeMain(c); }
   int operator()(const protocol::ExchangeCloseCommand& c) const { return supervisor::ExchangeCloseMain(c); }
+  int operator()(const protocol::SelftestCommand& c) const { return supervisor::SelftestMain(c, *ambient); }
 };
 
 }  // namespace
@@ -44,7 +48,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> ambient = supervisor::CopyEnvironment(envp);
   supervisor::ScrubProcessStrings(argc, argv, /*keep_args=*/2, envp);
   const absl::StatusOr<protocol::Command> cmd = protocol::ParseCommandLine(args);
-  if (!cmd.ok() || !std::holds_alternative<protocol::LaunchCommand>(*cmd)) supervisor::EraseStrings(&ambient);
+  const bool keeps_env = cmd.ok() && (std::holds_alternative<protocol::LaunchCommand>(*cmd) ||
+                                      std::holds_alternative<protocol::SelftestCommand>(*cmd));
+  if (!keeps_env) supervisor::EraseStrings(&ambient);
   if (!cmd.ok()) {
     std::fprintf(stderr, "tether-supervisor: %s\n%s", std::string(cmd.status().message()).c_str(),
                  std::string(protocol::CommandLineUsage()).c_str());

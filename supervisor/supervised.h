@@ -56,6 +56,7 @@ struct Supervised {
   std::uint64_t generation = 0;    // of the newest output attachment; 0 before the first
   bool held = false;               // an output attachment holds the process (busy for others)
   const TicketAuthority tickets;
+  std::string supervisor_path;  // this binary, for Welcome
 };
 
 }  // namespace tether::supervisor

@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "host/cli/interact.h"
@@ -146,6 +147,20 @@ absl::StatusOr<std::vector<std::string>> SplitWords(std::string_view line) { ret
 absl::StatusOr<bool> ParseProviderOption(const std::vector<std::string>& args, std::size_t* i,
                                          ProviderArgs* out) {
   const std::string& a = args[*i];
+  if (a == "--no-upload") {
+    out->upload_supervisor = false;
+    return true;
+  }
+  if (a == "--supervisor") {
+    if (*i + 1 >= args.size()) return absl::InvalidArgumentError("--supervisor needs a value");
+    out->supervisor_path = args[++*i];
+    if (out->supervisor_path.empty() || out->supervisor_path[0] != '/') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--supervisor wants the absolute path of a supervisor in the sandbox, got '",
+                       absl::CEscape(out->supervisor_path), "'"));
+    }
+    return true;
+  }
   if (a != "--provider" && !IsProviderFlag(a)) return false;
   if (*i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
   const std::string& v = args[++*i];

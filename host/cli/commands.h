@@ -39,6 +39,8 @@ bool StdoutWasClosed();
 struct ProviderArgs {
   std::string provider = "local";
   ProviderFlags flags;  // --prefix 'ssh -T host', --arch, ... as given
+  std::string supervisor_path;    // --supervisor PATH
+  bool upload_supervisor = true;  // --no-upload: false
 };
 
 // Consumes a provider option at args[*i] (advancing *i past its value):
@@ -123,6 +125,10 @@ inline constexpr char kUsageTemplate[] =
     "\n"
     "PROVIDER (before REF for the reference commands):\n"
     "%PROVIDERS%"
+    "  and for any provider whose channel runs commands (not local):\n"
+    "    --supervisor PATH: a supervisor preinstalled in the sandbox, tried\n"
+    "        before /usr/local/libexec/tether/, /usr/libexec/tether/ and PATH\n"
+    "    --no-upload: never upload the supervisor; fail naming what was found\n"
     "\n"
     "Exit statuses of tether itself: 2 bad usage, 125 tether could not do its\n"
     "part (setup, resources, a lost connection), 126/127 the command could not\n"

@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "host/cli/stdio.h"
+#include "host/internal/forwarding_transport.h"
 #include "tether/providers.h"
 
 namespace tether::cli {
@@ -171,6 +172,31 @@ asio::awaitable<int> Interact(Process& p, bool forward_stdin, Role role, CliSign
   co_return code;
 }
 
+namespace {
+
+// --supervisor and --no-upload: the transport's own, with the policy added
+// (a decorator runs every start through the exec channel and its script).
+class SupervisorPolicy final : public internal::ForwardingTransport {
+ public:
+  SupervisorPolicy(Transport& inner, std::string path, bool upload)
+      : ForwardingTransport(inner), path_(std::move(path)), upload_(upload) {}
+  ScriptOverrides script_overrides() const override {
+    ScriptOverrides o = inner().script_overrides();
+    o.supervisor_path = path_;
+    o.upload_supervisor = upload_;
+    return o;
+  }
+  boost::asio::awaitable<absl::Status> PutNewFile(std::string path, std::string_view bytes, int mode) override {
+    co_return co_await inner().PutNewFile(std::move(path), bytes, mode);
+  }
+
+ private:
+  std::string path_;
+  bool upload_;
+};
+
+}  // namespace
+
 int RunLoop(const ProviderArgs& provider,
             std::function<asio::awaitable<int>(Transport&, CliSignals&)> body) {
   ::signal(SIGPIPE, SIG_IGN);
@@ -201,6 +227,11 @@ int RunLoop(const ProviderArgs& provider,
   if (!transport.ok()) {
     PrintError(transport.status());
     return kExitTetherFailure;
+  }
+  if (!provider.supervisor_path.empty() || !provider.upload_supervisor) {
+    // The sandbox's supervisor policy, for every start and reopen.
+    transport = std::shared_ptr<Transport>(
+        std::make_shared<SupervisorPolicy>(**transport, provider.supervisor_path, provider.upload_supervisor));
   }
   int exit_code = kExitTetherFailure;
   asio::co_spawn(io, body(**transport, signals), [&](std::exception_ptr e, int code) {

@@ -20,12 +20,14 @@ class ForwardingTransport : public Transport {
     return c;
   }
   std::string_view name() const override { return inner_.name(); }
+  ScriptOverrides script_overrides() const override { return inner_.script_overrides(); }
   std::string sandbox_id() const override { return inner_.sandbox_id(); }
   boost::asio::any_io_executor executor() const override { return inner_.executor(); }
   boost::asio::awaitable<absl::StatusOr<SandboxInfo>> Probe() override { co_return co_await inner_.Probe(); }
   boost::asio::awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
     co_return co_await inner_.PutFile(std::move(path), bytes, mode);
   }
+
   boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
     co_return co_await inner_.Exec(std::move(argv));
   }

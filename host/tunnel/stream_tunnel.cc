@@ -2,8 +2,23 @@
 // through Transport::Exec and its stdio carries the frames, as they are
 // (binary) or as armored lines (text, protocol/armor.h). The Launch frame is
 // the first thing written; the bridge relays to the daemon's socket.
+//
+// Both start by script (start_script.h): one Exec of `sh -c` finds the
+// private directory and the supervisor and execs it, or answers one
+// "tether-start-need" line instead of frames, which NeedLineChannel picks
+// out of the stream before any frame decoder sees it.
+#include <algorithm>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <cstring>
+
 #include "host/internal/armored_channel.h"
+#include "host/tunnel/start_script.h"
 #include "host/tunnel/tunnels.h"
+#include "absl/strings/str_cat.h"
+#include "protocol/armor.h"
 #include "protocol/command_line.h"
 
 namespace tether::tunnel {
@@ -12,37 +27,190 @@ namespace asio = boost::asio;
 
 namespace {
 
+// Picks a need line out of the channel's first output and then ends reads
+// with an error, keeping the line in *need.
+//  - Binary: frames begin 'T' 0xE7, so the first byte usually decides;
+//    bytes are held (at most kMaxStartNeedLine) only while they could
+//    still be the prefix.
+//  - Text: the channel may prefix lines, add noise or replay; every line is
+//    passed on to the armor decoder and scanned for the prefix until the
+//    first armored line from the supervisor ("~T1<") shows it runs.
+class NeedLineChannel final : public Channel {
+ public:
+  NeedLineChannel(std::unique_ptr<Channel> inner, std::shared_ptr<std::string> need, bool text,
+                  asio::any_io_executor ex)
+      : inner_(std::move(inner)), need_(std::move(need)), text_(text), decided_(std::move(ex)) {}
+
+  asio::awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
+    absl::StatusOr<std::size_t> n = co_await Read(buf);
+    if (!n.ok() || *n == 0 || !deciding_ || !need_->empty()) Decided();
+    co_return n;
+  }
+  // A script that answered a need line has exited, and a channel may fail
+  // the Launch frame's write before the line is read (envd: "stdin
+  // closed"): a write that fails before the output decided waits (at most
+  // kDecideWait) for the reader, so the line is not lost behind the error.
+  asio::awaitable<absl::Status> Write(std::string_view bytes) override {
+    absl::Status st = co_await inner_->Write(bytes);
+    if (!st.ok() && !decided_once_) {
+      decided_.expires_after(kDecideWait);
+      co_await decided_.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+    co_return st;
+  }
+
+ private:
+  static constexpr auto kDecideWait = std::chrono::seconds(2);
+
+  void Decided() {
+    decided_once_ = true;
+    decided_.cancel();
+  }
+
+  asio::awaitable<absl::StatusOr<std::size_t>> Read(std::span<char> buf) {
+    if (text_) co_return co_await ReadText(buf);
+    while (deciding_) {
+      char tmp[1024];
+      absl::StatusOr<std::size_t> n = co_await inner_->ReadSome({tmp, sizeof tmp});
+      if (!n.ok()) co_return n;
+      if (*n == 0) {
+        deciding_ = false;  // EOF: whatever was held is the output
+        break;
+      }
+      held_.append(tmp, *n);
+      const std::string_view prefix = protocol::kStartNeedPrefix;
+      const std::size_t m = std::min(held_.size(), prefix.size());
+      if (held_.compare(0, m, prefix.substr(0, m)) != 0) {
+        deciding_ = false;
+        break;
+      }
+      if (held_.size() < prefix.size()) continue;
+      const std::size_t nl = held_.find('\n');
+      if (nl != std::string::npos || held_.size() > protocol::kMaxStartNeedLine) {
+        *need_ = held_.substr(0, std::min(nl, protocol::kMaxStartNeedLine + 1));
+        co_return absl::FailedPreconditionError("the start script answered a need line");
+      }
+    }
+    if (!held_.empty()) {
+      const std::size_t k = std::min(buf.size(), held_.size());
+      std::memcpy(buf.data(), held_.data(), k);
+      held_.erase(0, k);
+      co_return k;
+    }
+    co_return co_await inner_->ReadSome(buf);
+  }
+
+ public:
+  void CloseWrite() override { inner_->CloseWrite(); }
+  void Close() override {
+    Decided();
+    inner_->Close();
+  }
+  asio::awaitable<void> AsyncClose() override {
+    Decided();
+    co_await inner_->AsyncClose();
+  }
+  std::optional<int> exit_code() const override { return inner_->exit_code(); }
+  std::string Diagnostics() const override { return inner_->Diagnostics(); }
+
+ private:
+  asio::awaitable<absl::StatusOr<std::size_t>> ReadText(std::span<char> buf) {
+    absl::StatusOr<std::size_t> n = co_await inner_->ReadSome(buf);
+    if (!n.ok() || *n == 0 || !deciding_) co_return n;
+    for (std::size_t i = 0; i < *n && deciding_; ++i) {
+      const char c = buf[i];
+      if (c != '\n') {
+        if (line_.size() <= protocol::kMaxStartNeedLine) line_.push_back(c);
+        continue;
+      }
+      if (line_.find(protocol::kArmorMarkerToHost) != std::string::npos) {
+        deciding_ = false;  // the supervisor speaks: no need line can follow
+      } else if (const std::size_t at = line_.find(protocol::kStartNeedPrefix);
+                 at != std::string::npos && line_.size() <= protocol::kMaxStartNeedLine) {
+        *need_ = line_.substr(at);
+        if (!need_->empty() && need_->back() == '\r') need_->pop_back();
+        co_return absl::FailedPreconditionError("the start script answered a need line");
+      }
+      line_.clear();
+    }
+    co_return n;
+  }
+
+  std::unique_ptr<Channel> inner_;
+  std::shared_ptr<std::string> need_;
+  const bool text_;
+  asio::steady_timer decided_;
+  bool decided_once_ = false;
+  bool deciding_ = true;
+  std::string held_;  // binary
+  std::string line_;  // text
+};
+
 class StreamTunnel final : public Tunnel {
  public:
   using Tunnel::Tunnel;
 
+  bool starts_by_script() const override { return true; }
+
   asio::awaitable<absl::StatusOr<wire::Welcome>> Launch(const Target& target, std::string launch_frame,
                                                         wire::Hello hello, std::shared_ptr<Session>& session) override {
-    protocol::LaunchCommand launch{.tunnel = text() ? protocol::LaunchTunnel::kText : protocol::LaunchTunnel::kBinary};
-    std::vector<std::string> argv = protocol::ToArgv(launch, target.supervisor);
-    co_return co_await Run(std::move(argv), std::move(launch_frame), std::move(hello), session);
+    co_return co_await Run(Shell(target.start_script), std::move(launch_frame), std::move(hello), session);
   }
 
   asio::awaitable<absl::StatusOr<wire::Welcome>> Reattach(const Target& target, wire::Hello hello,
                                                           std::shared_ptr<Session>& session) override {
-    protocol::BridgeCommand bridge{.text = text(), .state_dir = target.state_dir};
-    std::vector<std::string> argv = protocol::ToArgv(bridge, target.supervisor);
-    co_return co_await Run(std::move(argv), std::string(), std::move(hello), session);
+    ReattachScriptOptions o;
+    o.supervisor = target.supervisor;
+    o.state_dir = target.state_dir;
+    o.named = target.named;
+    o.text = text();
+    o.emulator = transport_.script_overrides().emulator;
+    o.private_root = transport_.script_overrides().private_root;
+    absl::StatusOr<wire::Welcome> welcome =
+        co_await Run(Shell(ReattachScript(o)), std::string(), std::move(hello), session);
+    if (std::optional<std::string> line = StartNeedLineOf(welcome.status())) {
+      // The sandbox's own check of the reference's paths.
+      absl::StatusOr<StartNeed> need = ParseStartNeed(*line);
+      if (!need.ok()) co_return need.status();
+      if (need->kind == StartNeed::Kind::kGone) {
+        co_return absl::NotFoundError(absl::StrCat("no state directory ", target.state_dir, " in the sandbox"));
+      }
+      co_return absl::InvalidArgumentError(
+          absl::StrCat("process reference: ", need->detail,
+                       " (the reference was altered or is for another sandbox); nothing was run"));
+    }
+    co_return welcome;
   }
 
  private:
   bool text() const { return choice_.mode == TunnelMode::kText; }
 
+  static std::vector<std::string> Shell(std::string script) {
+    std::vector<std::string> argv;
+    argv.push_back("/bin/sh");
+    argv.push_back("-c");
+    argv.push_back(std::move(script));
+    argv.push_back("tether-start");  // $0, for the shell's own messages
+    return argv;
+  }
+
   asio::awaitable<absl::StatusOr<wire::Welcome>> Run(std::vector<std::string> argv, std::string first,
                                                      wire::Hello hello, std::shared_ptr<Session>& session) {
     absl::StatusOr<std::unique_ptr<Channel>> channel = co_await transport_.Exec(std::move(argv));
     if (!channel.ok()) co_return channel.status();
+    auto need = std::make_shared<std::string>();
+    *channel = std::make_unique<NeedLineChannel>(*std::move(channel), need, text(), transport_.executor());
     // Text: frames as armored lines, the Launch frame too.
     if (text()) *channel = internal::MakeArmoredChannel(*std::move(channel));
     session = Session::Create(transport_.executor(), *std::move(channel));
     if (!first.empty()) session->SendFrame(std::move(first));
     hello.set_zstd(choice_.zstd);
-    co_return co_await session->Handshake(std::move(hello));
+    absl::StatusOr<wire::Welcome> welcome = co_await session->Handshake(std::move(hello));
+    if (!welcome.ok() && !need->empty()) {
+      session->Close();
+      co_return StartNeedStatus(*need);
+    }
+    co_return welcome;
   }
 };
 

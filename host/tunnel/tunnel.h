@@ -30,6 +30,12 @@ namespace tether::tunnel {
 struct Target {
   std::string supervisor;  // the installed binary (absolute)
   std::string state_dir;   // the process's private directory (absolute)
+  // Tunnels that start by script (starts_by_script()): Launch runs this
+  // StartScript (start_script.h) instead of `supervisor`, and the Welcome
+  // names the supervisor and directory; `named` is a preinstalled path the
+  // caller accepts on reattach.
+  std::string start_script;
+  std::string named;
 };
 
 class Tunnel {
@@ -40,6 +46,11 @@ class Tunnel {
   Tunnel& operator=(const Tunnel&) = delete;
 
   const TunnelChoice& choice() const { return choice_; }
+  // Launch finds the supervisor in the sandbox itself, in the same native
+  // call (Target::start_script); a script that cannot launch ends Launch
+  // with StartNeedStatus (start_script.h). Reattach checks the target's
+  // paths in the sandbox. False: the caller probes and installs first.
+  virtual bool starts_by_script() const { return false; }
   Transport& transport() const { return transport_; }
 
   // Runs the launch with `launch_frame` (an encoded Launch envelope) and

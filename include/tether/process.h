@@ -78,7 +78,11 @@ class Process {
   // reference's paths must be this sandbox's private ones (a tampered
   // reference is kInvalidArgument and runs nothing).
   static boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Reopen(
-      Transport& transport, std::string_view reference, ReopenOptions options = {});
+      Transport& transport, std::string_view reference, ReopenOptions options);
+  // With default options. (An overload, not a default argument: g++ 12
+  // destroys default-argument temporaries twice inside coroutines.)
+  static boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Reopen(Transport& transport,
+                                                                                  std::string_view reference);
 
   ~Process();
   Process(const Process&) = delete;

@@ -117,6 +117,16 @@ struct StartOptions {
   // after 2 s) and cleans up. A host on the sandbox's own machine that is
   // merely stopped (Ctrl-Z) keeps it.
   bool end_with_host = false;
+  // The supervisor in the sandbox. Over exec channels a start looks, in one
+  // native call (host/tunnel/start_script.h), for: this path when set (a
+  // supervisor baked into the image), then /usr/local/libexec/tether/ and
+  // /usr/libexec/tether/tether-supervisor and tether-supervisor on PATH,
+  // each accepted when its protocol is compatible; then the one this host
+  // uploaded earlier. Only when none fits is the supervisor uploaded.
+  std::string supervisor_path;
+  // false: never upload; a start without a compatible preinstalled
+  // supervisor fails with kFailedPrecondition naming what it found.
+  bool upload_supervisor = true;
 };
 
 struct ReopenOptions {
@@ -128,6 +138,10 @@ struct ReopenOptions {
   bool control = false;
   // Local limit on finding the sandbox and attaching (every native call).
   unsigned timeout_ms = 30 * 1000;
+  // A preinstalled supervisor path the process may run under (as
+  // StartOptions::supervisor_path); the well-known places and PATH are
+  // always accepted.
+  std::string supervisor_path;
 };
 
 struct ProcessStatus {

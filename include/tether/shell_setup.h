@@ -76,6 +76,9 @@ struct ShellUploadOptions {
   std::function<void(std::size_t, std::size_t)> progress;  // text pieces sent (bytes, total)
   // path + "\n" + sha256 already verified in this sandbox; may be null.
   std::set<std::string>* installed = nullptr;
+  // The caller knows the file is not there (a start script said so): no
+  // call is spent checking for a copy.
+  bool known_missing = false;
 };
 
 // Installs `bytes` at `path` with `mode`, atomically and checked with

@@ -24,6 +24,8 @@ absl::StatusOr<std::string> SupervisorBytes(const std::string& arch);
 // Where the supervisor with these bytes is installed inside a sandbox:
 // <bin_dir>/tether-supervisor-<version>-<arch>-<sha256 prefix>.
 std::string SupervisorInstallPath(const SandboxInfo& info, std::string_view bytes);
+// Its file name alone: tether-supervisor-<version>-<arch>-<sha256 prefix>.
+std::string SupervisorInstallName(std::string_view arch, std::string_view sha256_hex);
 
 // A supervisor binary in memory with its sha256 (hex).
 struct SupervisorImage {

@@ -125,6 +125,26 @@ class Transport : public std::enable_shared_from_this<Transport> {
  public:
   virtual ~Transport() = default;
   virtual ChannelCapabilities capabilities() const { return {}; }
+  // For the start scripts (host/tunnel/start_script.h): an architecture to
+  // assume instead of `uname -m`, a program every supervisor runs through
+  // (user-mode emulation, in tests), and this sandbox's supervisor policy
+  // (a preinstalled path; whether uploads are allowed), which a start's own
+  // StartOptions refine. Default: none of them.
+  struct ScriptOverrides {
+    std::string arch, emulator;
+    // The sandbox's one private directory (0700, ours), used as is instead
+    // of <$TMPDIR, /tmp, ...>/tether-<uid> (the local provider's root).
+    std::string private_root;
+    std::string supervisor_path;     // StartOptions::supervisor_path, when that is empty
+    bool upload_supervisor = true;   // and-ed with StartOptions::upload_supervisor
+  };
+  virtual ScriptOverrides script_overrides() const { return {}; }
+  // Installs a file the caller knows is not there yet (a start script said
+  // so): a transport may skip its check for an identical copy. Same
+  // contract as PutFile otherwise.
+  virtual boost::asio::awaitable<absl::Status> PutNewFile(std::string path, std::string_view bytes, int mode) {
+    co_return co_await PutFile(std::move(path), bytes, mode);
+  }
   virtual std::string_view name() const = 0;
   // Identifies the sandbox (for the local provider, its directory); saved in
   // process references so that one is never reopened in another sandbox.

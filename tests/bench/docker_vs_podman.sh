@@ -25,6 +25,7 @@ work=$(mktemp -d /tmp/tether-bench-docker-XXXXXX)
 # shellcheck source=../lib/podman_docker.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/podman_docker.sh"
 cleanup() {
+  set +e # (a failing step of the cleanup never changes the exit status)
   stop_podman_docker
   rm -rf "$work"
 }

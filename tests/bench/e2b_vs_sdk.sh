@@ -16,6 +16,7 @@ tether=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 runs=${2:-5}
 work=$(mktemp -d "${TMPDIR:-/tmp}/tether-e2b-bench.XXXXXX")
 cleanup() {
+  set +e # (a failing step of the cleanup never changes the exit status)
   [[ -z ${e2b_pid:-} ]] || kill -TERM "$e2b_pid" 2>/dev/null || true
   local d argv
   for d in /proc/[0-9]*; do

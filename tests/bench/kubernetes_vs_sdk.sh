@@ -22,6 +22,7 @@ timing=$here/kubernetes_timing.mjs
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tether-k8s-bench.XXXXXX")
 pids=()
 cleanup() {
+  set +e # (a failing step of the cleanup never changes the exit status)
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   rm -rf "$WORK"

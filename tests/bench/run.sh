@@ -9,6 +9,7 @@ shift
 work=$(mktemp -d /tmp/tether-bench-ssh-XXXXXX)
 sshd_pid=
 cleanup() {
+  set +e # (a failing step of the cleanup never changes the exit status)
   [[ -z $sshd_pid ]] || kill "$sshd_pid" 2>/dev/null || true
   rm -rf "$work"
 }

@@ -28,6 +28,7 @@ our_pids() {
   done
 }
 cleanup() {
+  set +e # (a failing step of the cleanup never changes the exit status)
   local p
   for p in "${emulators[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   sleep 0.3

@@ -17,6 +17,7 @@ TETHER=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tether-cli-k8s.XXXXXX")
 pids=()
 cleanup() {
+  set +e # (a failing step of the cleanup never changes the exit status)
   # (The emulator kills what its pod started when it gets SIGTERM.)
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done

@@ -44,6 +44,7 @@ children_of() {
 }
 
 cleanup() {
+  set +e # (a failing step of the cleanup never changes the exit status)
   local pid child
   for pid in $(supervisor_pids); do
     # A daemon left behind still owns a child in its own process group.

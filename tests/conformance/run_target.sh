@@ -39,6 +39,7 @@ target=$2
 work=$(mktemp -d /tmp/tether-conformance-XXXXXX)
 pids=()
 cleanup() {
+  set +e # (a failing step of the cleanup never changes the exit status)
   ! declare -F stop_podman_docker >/dev/null || stop_podman_docker
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   rm -rf "$work"

@@ -29,6 +29,10 @@ namespace tether::testing {
 // Frames for scripts.
 inline std::string FrameOf(const wire::Envelope& env) { return protocol::EncodeEnvelope(env); }
 
+// The launch id of the last Launch a lying channel saw: its Welcome names the
+// directory a real supervisor would have made for it.
+inline std::string g_lying_launch_id;
+
 inline wire::Envelope WelcomeFor(std::uint64_t hello_id, std::uint64_t generation = 1) {
   wire::Envelope env;
   env.set_request_id(hello_id);
@@ -39,6 +43,8 @@ inline wire::Envelope WelcomeFor(std::uint64_t hello_id, std::uint64_t generatio
   w->set_stdin_window_bytes(256 * 1024);
   w->mutable_state()->set_phase(wire::ProcessState::PHASE_RUNNING);
   w->mutable_state()->set_pid(4242);
+  w->set_state_dir("/nonexistent/tether-lying/run/" + g_lying_launch_id);
+  w->set_supervisor_path("/nonexistent/tether-lying/bin/tether-supervisor-lying");
   return env;
 }
 
@@ -119,6 +125,7 @@ class LyingTransport final : public Transport {
       while (!answered_) {
         absl::StatusOr<bool> got = decoder_.Next(&bytes, &env);
         if (!got.ok() || !*got) break;
+        if (env.has_launch()) g_lying_launch_id = env.launch().launch_id();
         if (env.has_hello()) {
           answered_ = true;
           out_ = t_->script_(env.request_id());

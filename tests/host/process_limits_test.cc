@@ -314,11 +314,17 @@ TEST_CASE("an aborted wait returns WAIT_ABORTED to that waiter only") {
   CHECK(sb.LeftoverStateDirs() == 0);
 }
 
-// A transport whose Probe takes `delay`: a setup that is slow before the
-// launch is dispatched.
+// A transport whose Probe and uploads take `delay`: a setup that is slow
+// while no launch is in flight (a start script that asked for the
+// supervisor, then the upload).
 class SlowProbeTransport final : public internal::ForwardingTransport {
  public:
   SlowProbeTransport(Transport& inner, milliseconds delay) : ForwardingTransport(inner), delay_(delay) {}
+  awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
+    asio::steady_timer t(co_await asio::this_coro::executor, delay_);
+    co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    co_return co_await inner().PutFile(std::move(path), bytes, mode);
+  }
   awaitable<absl::StatusOr<SandboxInfo>> Probe() override {
     asio::steady_timer t(co_await asio::this_coro::executor, delay_);
     co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -354,14 +360,16 @@ awaitable<absl::Status> StartAborted(Transport& t, StartOptions o, milliseconds 
 TEST_CASE("a start aborted before dispatch is WAIT_ABORTED and starts nothing") {
   Sandbox sb;
   sb.Run([&sb](Transport& t) -> awaitable<void> {
-    auto slow_owner = std::make_shared<SlowProbeTransport>(t, milliseconds(500));
+    auto slow_owner = std::make_shared<SlowProbeTransport>(t, milliseconds(3000));
     SlowProbeTransport& slow = *slow_owner;
     const std::string flag = sb.root() + "/child-ran";
     StartOptions o = Opts();
     o.argv = V("sh", "-c", "echo ran > " + flag);
-    absl::Status st = co_await StartAborted(slow, o, milliseconds(50));
+    // The start script (one exec) asks for the supervisor; the abort comes
+    // during the upload.
+    absl::Status st = co_await StartAborted(slow, o, milliseconds(1500));
     CHECK(ErrorCodeOf(st) == ErrorCode::kWaitAborted);
-    CHECK(slow.execs == 0);
+    CHECK(slow.execs == 1);
     co_await Sleep(milliseconds(600));
     CHECK(!std::filesystem::exists(flag));
   });

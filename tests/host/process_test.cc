@@ -861,10 +861,14 @@ TEST_CASE("a reference edited to name another program or directory runs nothing"
 namespace tether {
 namespace {
 
-// A sandbox whose probe, or whose uploads, never answer.
+// A sandbox whose probe, or whose uploads, never answer. (A probe is made
+// only where starts do not run a start script: one-shot channels.)
 class SilentTransport final : public internal::ForwardingTransport {
  public:
   SilentTransport(Transport& inner, bool silent_probe) : ForwardingTransport(inner), silent_probe_(silent_probe) {}
+  ChannelCapabilities capabilities() const override {
+    return CapabilitiesOf(silent_probe_ ? TunnelMode::kExchange : TunnelMode::kBinary);
+  }
   awaitable<absl::StatusOr<SandboxInfo>> Probe() override {
     if (silent_probe_) co_await Forever();
     co_return co_await inner().Probe();

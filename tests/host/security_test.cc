@@ -19,6 +19,7 @@
 #include "protocol/armor.h"
 #include "tests/host/process_fixture.h"
 #include "tests/host/proc_util.h"
+#include "tether/supervisor_binary.h"
 
 // The largest single allocation while armed: what a hostile peer could make
 // the host allocate at once.
@@ -186,6 +187,17 @@ LieResult Lie(LyingTransport::Script script, LyingTransport::After after, std::s
               unsigned setup_timeout_ms = 10000) {
   LieResult r;
   asio::io_context io;
+  // The supervisor images (a start script names them by hash) are loaded
+  // once per process, before anything is armed: they are not the lie's.
+  asio::co_spawn(
+      io,
+      []() -> awaitable<void> {
+        (void)co_await LoadSupervisor("x86_64");
+        (void)co_await LoadSupervisor("aarch64");
+      },
+      asio::detached);
+  io.run();
+  io.restart();
   // The lie itself is made unarmed: only the host's allocations count.
   auto t_owner = std::make_shared<LyingTransport>(
       io.get_executor(),

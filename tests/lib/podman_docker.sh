@@ -108,7 +108,8 @@ start_podman_docker() {
 # outlive their container for several seconds) and the `podman container
 # cleanup` it runs, which would mount the storage again.
 _podman_wait_stragglers() {
-  local root=$1 i
+  local - root=$1 i
+  set +e
   local -a pids
   for i in $(seq 1 60); do
     mapfile -t pids < <(pgrep -f -- "$root" || true)
@@ -121,6 +122,11 @@ _podman_wait_stragglers() {
 # Stops the service, removes the container and the whole private root
 # (idempotent).
 stop_podman_docker() {
+  # Cleanup never fails its caller: it runs from EXIT traps of scripts
+  # under errexit, where a kill of a process that has just gone (the
+  # watchdog below, a straggler) would end the script with that status.
+  local -
+  set +e
   [[ -n $_podman_docker_work ]] || return 0
   local p=$_podman_docker_work/podman m
   if [[ -n $podman_service_pid ]]; then

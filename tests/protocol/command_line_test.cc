@@ -45,6 +45,14 @@ std::vector<Golden> Goldens() {
   g.push_back({LaunchCommand{LaunchTunnel::kDirect, "", ""}, {"launch", "--direct"}});
   g.push_back({LaunchCommand{LaunchTunnel::kExchange, "relay1", "/tmp/x.init"},
                {"launch", "--exchange", "relay1", "@/tmp/x.init"}});
+  LaunchCommand rooted;
+  rooted.state_root = "/tmp/tether-0/run";
+  g.push_back({rooted, {"launch", "--state-root", "/tmp/tether-0/run"}});
+  LaunchCommand checked = rooted;
+  checked.tunnel = LaunchTunnel::kText;
+  checked.expect_sha256 = std::string(64, 'a');
+  g.push_back({checked, {"launch", "--text", "--state-root", "/tmp/tether-0/run", "--expect-sha256",
+                         std::string(64, 'a')}});
   g.push_back({BridgeCommand{false, kDir}, {"bridge", kDir}});
   g.push_back({BridgeCommand{true, kDir}, {"bridge", "--text", kDir}});
   g.push_back({RelayCommand{kDir, "abc", "/tmp/r.init"}, {"relay", kDir, "abc", "@/tmp/r.init"}});
@@ -53,6 +61,7 @@ std::vector<Golden> Goldens() {
   // 0xFF, 00 for one zero byte (PROTOCOL.md section 9).
   g.push_back({poll, {"exchange", kDir, "00ff00ff00ff00ff", "123", "4567", "00000_NsC000"}});
   g.push_back({ExchangeCloseCommand{kDir, "abc"}, {"exchange", kDir, "abc", "close"}});
+  g.push_back({SelftestCommand{}, {"selftest"}});
   return g;
 }
 
@@ -112,7 +121,9 @@ TEST_CASE("refuses unknown verbs and flags with a message naming them") {
   CheckRefused({"frob"}, "unknown verb 'frob'");
   CheckRefused({""}, "unknown verb ''");
   CheckRefused({std::string(1000, 'v')}, "unknown verb 'vvvv");
-  CheckRefused({"launch", "--bogus"}, "launch: unknown flag (expected --text, --direct or --exchange): '--bogus'");
+  CheckRefused({"launch", "--bogus"},
+               "launch: unknown flag or flag out of place (expected [--text|--direct|--exchange ...] "
+               "[--state-root DIR] [--expect-sha256 HEX]): '--bogus'");
   CheckRefused({"launch", "text"}, "launch: unknown flag");
   CheckRefused({"bridge", "--direct", kDir}, "bridge: unknown flag (expected --text): '--direct'");
   CheckRefused({"--VERSION"}, "unknown verb");
@@ -131,8 +142,11 @@ TEST_CASE("refuses missing operands, naming the one missing") {
 
 TEST_CASE("refuses extra operands and flags out of place") {
   CheckRefused({"--version", "x"}, "--version: unexpected argument: 'x'");
-  CheckRefused({"launch", "--text", "--direct"}, "launch: unexpected argument: '--direct'");
-  CheckRefused({"launch", "--exchange", "r1", "@/f", "x"}, "unexpected argument: 'x'");
+  CheckRefused({"launch", "--text", "--direct"}, "launch: unknown flag or flag out of place");
+  CheckRefused({"launch", "--exchange", "r1", "@/f", "x"}, "flag out of place (expected [--text");
+  CheckRefused({"launch", "--expect-sha256", std::string(64, 'a'), "--state-root", "/r"}, "flag out of place");
+  CheckRefused({"launch", "--state-root", "/r", "--text"}, "flag out of place");
+  CheckRefused({"launch", "--state-root", "/r", "--state-root", "/r"}, "flag out of place");
   CheckRefused({"bridge", kDir, "--text"}, "bridge: unexpected argument: '--text'");
   CheckRefused({"relay", kDir, "r1", "@/f", "x"}, "relay: unexpected argument");
   CheckRefused({"exchange", kDir, "r1", "close", "0"}, "exchange: unexpected argument: '0'");
@@ -149,6 +163,12 @@ TEST_CASE("refuses bad operands before anything runs") {
   CheckRefused({"launch", "--exchange", "r1", "/f"}, "expected @ and the absolute path of the init file: '/f'");
   CheckRefused({"launch", "--exchange", "r1", "@f"}, "expected @ and the absolute path");
   CheckRefused({"launch", "--exchange", "r1", "@"}, "expected @ and the absolute path");
+  CheckRefused({"launch", "--state-root", "run"}, "STATE_ROOT must be an absolute path: 'run'");
+  CheckRefused({"launch", "--state-root"}, "launch: missing STATE_ROOT");
+  CheckRefused({"launch", "--expect-sha256", "ABC"}, "SHA256 must be 64 lowercase hex digits: 'ABC'");
+  CheckRefused({"launch", "--expect-sha256", std::string(64, 'A')}, "SHA256 must be 64 lowercase hex digits");
+  CheckRefused({"launch", "--expect-sha256", std::string(63, 'a')}, "SHA256 must be 64 lowercase hex digits");
+  CheckRefused({"launch", "--direct", "--state-root", "/r"}, "--state-root goes with the binary or --text launch");
   CheckRefused({"exchange", kDir, "r1", "-1", "0"}, "IN_OFFSET must be a decimal number below 2^64: '-1'");
   CheckRefused({"exchange", kDir, "r1", "0", "18446744073709551616"}, "OUT_OFFSET must be a decimal number");
   CheckRefused({"exchange", kDir, "r1", "0x10", "0"}, "IN_OFFSET must be");
@@ -184,6 +204,15 @@ TEST_CASE("names each verb and has a usage line for each form") {
                            "exchange STATE_DIR RELAY_ID close", "--version"}) {
     CHECK(Contains(std::string(CommandLineUsage()), form));
   }
+}
+
+TEST_CASE("selftest takes no operands or flags") {
+  CHECK(VerbName(Command(SelftestCommand{})) == "selftest");
+  CheckRefused({"selftest", "x"}, "selftest: unexpected argument: 'x'");
+  CheckRefused({"selftest", "--json"}, "selftest: unexpected argument: '--json'");
+  CheckRefused({"selftest", ""}, "selftest: unexpected argument: ''");
+  CheckRefused({"SELFTEST"}, "unknown verb 'SELFTEST'");
+  CHECK(Contains(std::string(CommandLineUsage()), "tether-supervisor selftest"));
 }
 
 TEST_CASE("ValidRelayId takes 1..64 of [a-z0-9]") {

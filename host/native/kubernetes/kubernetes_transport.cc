@@ -292,10 +292,18 @@ class KubernetesTransport final : public Transport {
   }
 
   asio::awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
+    co_return co_await Put(std::move(path), bytes, mode, false);
+  }
+  asio::awaitable<absl::Status> PutNewFile(std::string path, std::string_view bytes, int mode) override {
+    co_return co_await Put(std::move(path), bytes, mode, true);
+  }
+
+  asio::awaitable<absl::Status> Put(std::string path, std::string_view bytes, int mode, bool known_missing) {
     ShellUploadOptions u;
     u.tunnel = TunnelMode::kBinary;
     u.progress = o_.upload_progress;
     u.installed = &installed_;
+    u.known_missing = known_missing;
     co_return co_await ShellPutFile(runner_, std::move(path), bytes, mode, std::move(u));
   }
 

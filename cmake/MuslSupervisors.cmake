@@ -49,7 +49,10 @@ foreach(_arch IN LISTS TETHER_MUSL_ARCHES)
     # copy_if_different keeps the mtime when nothing changed. The copy is a
     # declared byproduct of the build step, so that whatever depends on the
     # binary (the embedded copy in libtether) is rebuilt in the same run.
-    BUILD_COMMAND "${CMAKE_COMMAND}" --build <BINARY_DIR> --target tether-supervisor
+    # Its ninja tags its progress lines ("[x86_64 12/40] ...") so that a
+    # reader of the log (./dev run's status line) tells them apart.
+    BUILD_COMMAND "${CMAKE_COMMAND}" -E env "NINJA_STATUS=[${_arch} %f/%t] "
+                  "${CMAKE_COMMAND}" --build <BINARY_DIR> --target tether-supervisor
       COMMAND "${CMAKE_COMMAND}" -E make_directory "${TETHER_SUPERVISOR_BIN_DIR}"
       COMMAND "${CMAKE_COMMAND}" -E copy_if_different
               <BINARY_DIR>/supervisor/tether-supervisor "${_bin}"
@@ -86,7 +89,8 @@ string(APPEND _asm "  .section .note.GNU-stack,\"\",@progbits\n")
 set(_emb "${CMAKE_BINARY_DIR}/host/embedded_supervisors.S")
 file(CONFIGURE OUTPUT "${_emb}" CONTENT "${_asm}" @ONLY)
 target_sources(tether_host PRIVATE "${_emb}")
+# Only this object waits for the supervisors (their copies are byproducts of
+# the sub-builds' build steps): the rest of libtether compiles meanwhile.
 set_source_files_properties("${_emb}" TARGET_DIRECTORY tether_host
                             PROPERTIES OBJECT_DEPENDS "${_tether_supervisor_bins}")
-add_dependencies(tether_host tether_supervisors)
 target_compile_definitions(tether_host PRIVATE TETHER_EMBEDDED_SUPERVISORS=1)

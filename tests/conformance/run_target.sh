@@ -155,6 +155,8 @@ case $target in
     status=0
     "$tether" conformance "${flags[@]}" || status=$?
     [[ $status -eq 0 ]] || tail -c 3000 "$work/boat/emulator.log" "$work/boat/requests.log" >&2
+    echo "boat emulator: $(grep -c ' -> ' "$work/boat/requests.log" || true) requests," \
+      "$(grep -c 'FAULT' "$work/boat/requests.log" || true) faults injected"
     # SIGTERM: the emulator kills the process groups it started.
     kill -TERM "$boat_pid" 2>/dev/null || true
     wait "$boat_pid" 2>/dev/null || true

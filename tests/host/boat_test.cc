@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/json.hpp>
@@ -465,6 +466,28 @@ TEST_CASE("Close ends a read that waits for the answer, promptly") {
     absl::Status st = co_await Drain(*c);
     CHECK(st.code() == absl::StatusCode::kUnavailable);
     CHECK(std::chrono::steady_clock::now() - start < milliseconds(2000));
+  });
+}
+
+TEST_CASE("a ReadSome cancelled while the answer is pending consumes nothing; the next one gets the output") {
+  using namespace boost::asio::experimental::awaitable_operators;
+  asio::io_context io;
+  auto fake = std::make_shared<FakeBoat>();
+  fake->replies.push_back({200, R"({"exitCode":0,"stdout":"late"})", milliseconds(300)});
+  TestServer server(io, Serve(fake));
+  std::shared_ptr<Transport> t = MakeTransport(io, server);
+  Run(io, [&]() -> asio::awaitable<void> {
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await t->Exec(Argv("/bin/echo", "late"));
+    REQUIRE(ch.ok());
+    char buf[16];
+    const std::span<char> span(buf, sizeof buf);
+    const auto start = std::chrono::steady_clock::now();
+    auto first = co_await ((*ch)->ReadSome(span) || Sleep(milliseconds(50)));
+    CHECK(first.index() == 1);
+    CHECK(std::chrono::steady_clock::now() - start < milliseconds(250));
+    absl::StatusOr<std::size_t> n = co_await (*ch)->ReadSome(span);
+    REQUIRE(n.ok());
+    CHECK(std::string(buf, *n) == "late");
   });
 }
 

@@ -4,6 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "tether/command_transport.h"
 #include "tether/local_transport.h"
+#include "host/native/boat/boat_transport.h"
 #include "host/native/docker/docker_transport.h"
 #include "host/native/e2b/e2b_transport.h"
 #include "host/native/kubernetes/kubernetes_transport.h"
@@ -141,6 +142,26 @@ absl::StatusOr<std::shared_ptr<Transport>> MakeKubernetes(boost::asio::any_io_ex
   return MakeKubernetesTransport(std::move(ex), std::move(copy));
 }
 
+absl::StatusOr<std::any> ParseBoat(const ProviderFlags& flags) {
+  BoatOptions o;
+  for (const auto& [flag, value] : flags) {
+    if (flag == "--sandbox") o.sandbox_id = value;
+    if (flag == "--endpoint") o.api_url = value;
+    if (flag == "--ca-file") o.ca_file = value;
+  }
+  if (o.sandbox_id.empty()) return absl::InvalidArgumentError("--provider boat needs --sandbox ID");
+  return std::any(std::move(o));
+}
+
+absl::StatusOr<std::shared_ptr<Transport>> MakeBoat(boost::asio::any_io_executor ex, const std::any& parsed,
+                                                    const ProviderHooks& hooks) {
+  const BoatOptions* o = std::any_cast<BoatOptions>(&parsed);
+  if (o == nullptr) return absl::InvalidArgumentError("boat: options not made by its parser");
+  BoatOptions copy = *o;
+  if (hooks.upload_progress) copy.upload_progress = hooks.upload_progress;
+  return MakeBoatTransport(std::move(ex), std::move(copy));
+}
+
 std::vector<ProviderInfo> MakeRegistry() {
   std::vector<ProviderInfo> r;
   r.push_back(ProviderInfo{
@@ -204,6 +225,16 @@ std::vector<ProviderInfo> MakeRegistry() {
       false,
       ParseKubernetes,
       MakeKubernetes});
+  r.push_back(ProviderInfo{
+      "boat",
+      "a Boat sandbox through its REST API (one-shot commands: the\n"
+      "exchange tunnel); the API key comes from BOAT_API_KEY (never a flag)",
+      {{"--sandbox", "the sandbox id, required"},
+       {"--endpoint", "the API URL (default $BOAT_API_URL; one is required)"},
+       {"--ca-file", "a PEM CA file trusted besides the system's"}},
+      false,
+      ParseBoat,
+      MakeBoat});
   return r;
 }
 

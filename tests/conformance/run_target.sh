@@ -23,6 +23,10 @@
 #             over TLS
 #   e2b-faults  the same with the emulator cutting streams, answering 5xx and
 #             stalling at random (seeded): every failure must be reattached
+#   boat      the boat provider against the Boat emulator (tests/emulators/boat.mjs)
+#             over TLS: one-shot commands, so the exchange tunnel
+#   boat-faults  the same with the emulator answering 5xx and answering late
+#             at random (seeded)
 #   kubernetes         the native kubernetes provider against the API server
 #                      emulator (tests/emulators/kubernetes.mjs) over TLS, with
 #                      the kubeconfig it wrote
@@ -135,6 +139,27 @@ case $target in
     # SIGTERM: the emulator kills the process groups it started.
     kill -TERM "$e2b_pid" 2>/dev/null || true
     wait "$e2b_pid" 2>/dev/null || true
+    exit $status
+    ;;
+  boat|boat-faults)
+    # shellcheck source=../lib/boat_emulator.sh
+    source "$(dirname "${BASH_SOURCE[0]}")/../lib/boat_emulator.sh"
+    args=(--tls)
+    [[ $target == boat ]] || args+=(--faults seed=1,http5xx=0.05,slow=0.05)
+    rc=0
+    start_boat_emulator "$work/boat" "${args[@]}" || rc=$?
+    [[ -z ${boat_pid:-} ]] || pids+=("$boat_pid")
+    [[ $rc -ne 77 ]] || skip "cannot run the Boat emulator here"
+    [[ $rc -eq 0 ]] || exit 1
+    mapfile -t flags < <(boat_flags)
+    status=0
+    "$tether" conformance "${flags[@]}" || status=$?
+    [[ $status -eq 0 ]] || tail -c 3000 "$work/boat/emulator.log" "$work/boat/requests.log" >&2
+    echo "boat emulator: $(grep -c ' -> ' "$work/boat/requests.log" || true) requests," \
+      "$(grep -c 'FAULT' "$work/boat/requests.log" || true) faults injected"
+    # SIGTERM: the emulator kills the process groups it started.
+    kill -TERM "$boat_pid" 2>/dev/null || true
+    wait "$boat_pid" 2>/dev/null || true
     exit $status
     ;;
   kubernetes|kubernetes-faults|kubernetes-v4)

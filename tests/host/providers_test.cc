@@ -9,6 +9,7 @@
 
 #include "tether/command_transport.h"
 #include "tether/local_transport.h"
+#include "host/native/boat/boat_transport.h"
 #include "host/native/docker/docker_transport.h"
 
 namespace tether {
@@ -158,6 +159,24 @@ TEST_CASE("docker takes --container, --endpoint and --ca-file; the container is 
   CHECK((*t)->capabilities().cut_prone);
   CHECK((*t)->capabilities().exact_bytes);
   CHECK(!MakeProviderTransport(io.get_executor(), "docker", {{"--container", "box"}, {"--endpoint", "ftp://x"}}).ok());
+}
+
+TEST_CASE("boat takes --sandbox, --endpoint and --ca-file; the sandbox is required, the key never a flag") {
+  const ProviderInfo& boat = **FindProvider("boat");
+  CHECK(!boat.same_machine);
+  absl::StatusOr<std::any> b = ParseProviderFlags(
+      boat, {{"--sandbox", "sb-1"}, {"--endpoint", "https://boat.example.com"}, {"--ca-file", "/etc/ca.pem"}});
+  REQUIRE(b.ok());
+  const BoatOptions* o = std::any_cast<BoatOptions>(&*b);
+  REQUIRE(o != nullptr);
+  CHECK(o->sandbox_id == "sb-1");
+  CHECK(o->api_url == "https://boat.example.com");
+  CHECK(o->ca_file == "/etc/ca.pem");
+  CHECK(o->api_key.empty());  // from BOAT_API_KEY, never from flags
+  absl::StatusOr<std::any> none = ParseProviderFlags(boat, {{"--endpoint", "https://boat.example.com"}});
+  REQUIRE(!none.ok());
+  CHECK(std::string(none.status().message()).find("--sandbox") != std::string::npos);
+  CHECK(!ParseProviderFlags(boat, {{"--sandbox", "sb-1"}, {"--container", "c"}}).ok());
 }
 
 TEST_CASE("SplitShellWords quotes like a shell") {

@@ -25,7 +25,9 @@
 #             stalling at random (seeded): every failure must be reattached
 #   boat      the boat provider against the Boat emulator (tests/emulators/boat.mjs)
 #             over TLS: one-shot commands, so the exchange tunnel
-#   boat-faults  the same with the emulator answering 5xx and answering late
+#   boat-faults  the same with the emulator answering 5xx (5%) and answering
+#             1-3 s late (2%: flow.slow_reader alone makes ~150 polls, and
+#             every case has 90 s)
 #             at random (seeded)
 #   kubernetes         the native kubernetes provider against the API server
 #                      emulator (tests/emulators/kubernetes.mjs) over TLS, with
@@ -145,7 +147,7 @@ case $target in
     # shellcheck source=../lib/boat_emulator.sh
     source "$(dirname "${BASH_SOURCE[0]}")/../lib/boat_emulator.sh"
     args=(--tls)
-    [[ $target == boat ]] || args+=(--faults seed=1,http5xx=0.05,slow=0.05)
+    [[ $target == boat ]] || args+=(--faults seed=1,http5xx=0.05,slow=0.02)
     rc=0
     start_boat_emulator "$work/boat" "${args[@]}" || rc=$?
     [[ -z ${boat_pid:-} ]] || pids+=("$boat_pid")

@@ -27,8 +27,7 @@
 #             over TLS: one-shot commands, so the exchange tunnel
 #   boat-faults  the same with the emulator answering 5xx (5%) and answering
 #             1-3 s late (2%: flow.slow_reader alone makes ~150 polls, and
-#             every case has 90 s)
-#             at random (seeded)
+#             every case has 90 s), at random (seeded)
 #   kubernetes         the native kubernetes provider against the API server
 #                      emulator (tests/emulators/kubernetes.mjs) over TLS, with
 #                      the kubeconfig it wrote

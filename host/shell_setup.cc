@@ -224,21 +224,13 @@ asio::awaitable<absl::Status> ShellPutFile(const ShellRunner& run, std::string p
     // text lines on stdin, never in a command line that a provider logs.
     co_return co_await PutSmallAsText(run, path, bytes, mode, hash);
   }
-  const std::string q = ShellQuote(path);
   if (!o.known_missing) {
     // Already there with the right content: nothing to send.
-    absl::StatusOr<ScriptResult> have = co_await run(
-        absl::StrCat(kSha256, "f=", q, "; if [ -f \"$f\" ] && [ ! -L \"$f\" ] && ",
-                     "[ \"$($S < \"$f\" | cut -c1-64)\" = ", hash, " ]; then echo tether-have; ",
-                     "else echo tether-need; fi"),
-        std::string_view());
+    absl::StatusOr<bool> have = co_await ShellHasFile(run, "", path, hash);
     if (!have.ok()) co_return have.status();
-    if (absl::StrContains(have->out, "tether-have")) {
+    if (*have) {
       if (o.installed) o.installed->insert(key);
       co_return absl::OkStatus();
-    }
-    if (!absl::StrContains(have->out, "tether-need")) {
-      co_return absl::UnavailableError(absl::StrCat("checking ", path, " in the sandbox failed: ", have->out, Diag(*have)));
     }
   }
   if (o.tunnel != TunnelMode::kBinary) {
@@ -269,6 +261,35 @@ std::string ShellQuote(std::string_view arg) {
   }
   out += "'";
   return out;
+}
+
+
+asio::awaitable<absl::StatusOr<bool>> ShellHasFile(const ShellRunner& run, std::string who, std::string path,
+                                                  std::string sha256_hex) {
+  absl::StatusOr<ScriptResult> have = co_await run(
+      absl::StrCat(kSha256, "f=", ShellQuote(path), "; if [ -f \"$f\" ] && [ ! -L \"$f\" ] && ",
+                   "[ \"$($S < \"$f\" | cut -c1-64)\" = ", sha256_hex, " ]; then echo tether-have; ",
+                   "else echo tether-need; fi"),
+      std::string_view());
+  if (!have.ok()) co_return have.status();
+  if (absl::StrContains(have->out, "tether-have")) co_return true;
+  if (absl::StrContains(have->out, "tether-need")) co_return false;
+  co_return absl::UnavailableError(absl::StrCat(who, "checking ", path, " in the sandbox failed: ",
+                                                absl::CHexEscape(have->out.substr(0, 512)), Diag(*have)));
+}
+
+asio::awaitable<absl::Status> ShellPlaceFile(const ShellRunner& run, std::string who, std::string tmp,
+                                             std::string path, std::string sha256_hex, int mode, std::size_t size) {
+  absl::StatusOr<ScriptResult> put = co_await run(
+      absl::StrCat(kSha256, "f=", ShellQuote(path), "; t=", ShellQuote(tmp), "; h=$($S < \"$t\" | cut -c1-64); ",
+                   "if [ \"$h\" = ", sha256_hex, " ] && chmod ", OctalMode(mode), " \"$t\" && mv -f \"$t\" \"$f\"; ",
+                   "then echo tether-put-ok; else rm -f \"$t\"; echo \"tether-put-bad $h\"; fi"),
+      std::string_view());
+  if (!put.ok()) co_return put.status();
+  if (absl::StrContains(put->out, "tether-put-ok")) co_return absl::OkStatus();
+  co_return absl::DataLossError(absl::StrCat(who, "uploading ", path, " (", size, " bytes, sha256 ", sha256_hex,
+                                             ") failed: the sandbox said: ",
+                                             absl::CHexEscape(put->out.substr(0, 512)), Diag(*put)));
 }
 
 }  // namespace tether

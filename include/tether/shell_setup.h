@@ -87,6 +87,18 @@ struct ShellUploadOptions {
 boost::asio::awaitable<absl::Status> ShellPutFile(const ShellRunner& run, std::string path, std::string_view bytes,
                                                   int mode, ShellUploadOptions options);
 
+// For transports with a file API of their own (PutFile through the
+// provider, the shell around it). `who` prefixes the error messages
+// ("e2b: "). Whether `path` is a regular file, not a symlink, whose sha256
+// is `sha256_hex` (kUnavailable when the sandbox's answer is neither):
+boost::asio::awaitable<absl::StatusOr<bool>> ShellHasFile(const ShellRunner& run, std::string who,
+                                                          std::string path, std::string sha256_hex);
+// Moves `tmp` (the provider put it there) to `path` with `mode` when its
+// sha256 is `sha256_hex`, else removes it: kDataLoss, nothing at `path`.
+boost::asio::awaitable<absl::Status> ShellPlaceFile(const ShellRunner& run, std::string who, std::string tmp,
+                                                    std::string path, std::string sha256_hex, int mode,
+                                                    std::size_t size);
+
 // Quotes `arg` for a POSIX shell: 'arg' with every ' as '\''.
 std::string ShellQuote(std::string_view arg);
 

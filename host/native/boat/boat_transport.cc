@@ -39,17 +39,9 @@ constexpr std::size_t kCheckFirstBytes = 64 * 1024;  // larger files: ask whethe
 constexpr std::size_t kDiagnosticsBytes = 4096;      // the stderr tail kept for messages
 constexpr std::size_t kMaxFilesAnswer = 1 << 20;     // PUT /files answers: only read for errors
 
-// The sandbox's sha256sum, from coreutils or busybox.
-constexpr char kSha256[] =
-    "if command -v sha256sum >/dev/null 2>&1; then S=sha256sum; else S='busybox sha256sum'; fi; ";
-
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? std::string() : std::string(v);
-}
-
-std::string OctalMode(int mode) {
-  return absl::StrCat(absl::Dec(mode >> 6 & 7), absl::Dec(mode >> 3 & 7), absl::Dec(mode & 7));
 }
 
 asio::awaitable<void> Sleep(std::chrono::milliseconds d) {
@@ -261,22 +253,12 @@ class BoatTransport final : public Transport {
     const std::string hash = protocol::Sha256Hex(bytes);
     const std::string key = absl::StrCat(path, "\n", hash);
     if (installed_.count(key)) co_return absl::OkStatus();
-    const std::string q = ShellQuote(path);
     if (!known_missing && bytes.size() > kCheckFirstBytes) {
-      absl::StatusOr<ScriptResult> have = co_await runner_(
-          absl::StrCat(kSha256, "f=", q, "; if [ -f \"$f\" ] && [ ! -L \"$f\" ] && ",
-                       "[ \"$($S < \"$f\" | cut -c1-64)\" = ", hash, " ]; then echo tether-have; ",
-                       "else echo tether-need; fi"),
-          std::string_view());
+      absl::StatusOr<bool> have = co_await ShellHasFile(runner_, "boat: ", path, hash);
       if (!have.ok()) co_return have.status();
-      if (absl::StrContains(have->out, "tether-have")) {
+      if (*have) {
         installed_.insert(key);
         co_return absl::OkStatus();
-      }
-      if (!absl::StrContains(have->out, "tether-need")) {
-        co_return absl::UnavailableError(absl::StrCat("boat: checking ", path, " in the sandbox failed: ",
-                                                      absl::CHexEscape(have->out.substr(0, 512)),
-                                                      have->diag.empty() ? "" : " (stderr: " + have->diag + ")"));
       }
     }
     const std::string tmp =
@@ -284,17 +266,8 @@ class BoatTransport final : public Transport {
     if (o_.upload_progress) o_.upload_progress(0, bytes.size());
     if (absl::Status st = co_await api_->Put(tmp, bytes); !st.ok()) co_return st;
     if (o_.upload_progress) o_.upload_progress(bytes.size(), bytes.size());
-    absl::StatusOr<ScriptResult> put = co_await runner_(
-        absl::StrCat(kSha256, "f=", q, "; t=", ShellQuote(tmp), "; h=$($S < \"$t\" | cut -c1-64); ",
-                     "if [ \"$h\" = ", hash, " ] && chmod ", OctalMode(mode), " \"$t\" && mv -f \"$t\" \"$f\"; ",
-                     "then echo tether-put-ok; else rm -f \"$t\"; echo \"tether-put-bad $h\"; fi"),
-        std::string_view());
-    if (!put.ok()) co_return put.status();
-    if (!absl::StrContains(put->out, "tether-put-ok")) {
-      co_return absl::DataLossError(absl::StrCat("boat: uploading ", path, " (", bytes.size(), " bytes, sha256 ", hash,
-                                                 ") failed: the sandbox said: ",
-                                                 absl::CHexEscape(put->out.substr(0, 512)),
-                                                 put->diag.empty() ? "" : " (stderr: " + put->diag + ")"));
+    if (absl::Status st = co_await ShellPlaceFile(runner_, "boat: ", tmp, path, hash, mode, bytes.size()); !st.ok()) {
+      co_return st;
     }
     installed_.insert(key);
     co_return absl::OkStatus();

@@ -43,14 +43,6 @@ std::string Env(const char* name) {
   return v == nullptr ? std::string() : std::string(v);
 }
 
-// The sandbox's sha256sum, from coreutils or busybox.
-constexpr char kSha256[] =
-    "if command -v sha256sum >/dev/null 2>&1; then S=sha256sum; else S='busybox sha256sum'; fi; ";
-
-std::string OctalMode(int mode) {
-  return absl::StrCat(absl::Dec(mode >> 6 & 7), absl::Dec(mode >> 3 & 7), absl::Dec(mode & 7));
-}
-
 std::string Basename(std::string_view path) {
   const std::size_t slash = path.rfind('/');
   return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
@@ -111,20 +103,11 @@ class E2bTransport final : public Transport {
     const std::string hash = protocol::Sha256Hex(bytes);
     const std::string key = absl::StrCat(path, "\n", hash);
     if (installed_.count(key)) co_return absl::OkStatus();
-    const std::string q = ShellQuote(path);
-    absl::StatusOr<ScriptResult> have = co_await runner_(
-        absl::StrCat(kSha256, "f=", q, "; if [ -f \"$f\" ] && [ ! -L \"$f\" ] && ",
-                     "[ \"$($S < \"$f\" | cut -c1-64)\" = ", hash, " ]; then echo tether-have; ",
-                     "else echo tether-need; fi"),
-        std::string_view());
+    absl::StatusOr<bool> have = co_await ShellHasFile(runner_, "e2b: ", path, hash);
     if (!have.ok()) co_return have.status();
-    if (absl::StrContains(have->out, "tether-have")) {
+    if (*have) {
       installed_.insert(key);
       co_return absl::OkStatus();
-    }
-    if (!absl::StrContains(have->out, "tether-need")) {
-      co_return absl::UnavailableError(absl::StrCat("e2b: checking ", path, " in the sandbox failed: ", have->out,
-                                                    have->diag.empty() ? "" : " (stderr: " + have->diag + ")"));
     }
     // The file API into a temporary name beside `path`, then sha256 checked
     // and renamed into place by the shell (never a partial file at `path`).
@@ -132,15 +115,8 @@ class E2bTransport final : public Transport {
     if (o_.upload_progress) o_.upload_progress(0, bytes.size());
     if (absl::Status st = co_await Upload(tmp, bytes); !st.ok()) co_return st;
     if (o_.upload_progress) o_.upload_progress(bytes.size(), bytes.size());
-    absl::StatusOr<ScriptResult> put = co_await runner_(
-        absl::StrCat(kSha256, "f=", q, "; t=", ShellQuote(tmp), "; h=$($S < \"$t\" | cut -c1-64); ",
-                     "if [ \"$h\" = ", hash, " ] && chmod ", OctalMode(mode), " \"$t\" && mv -f \"$t\" \"$f\"; ",
-                     "then echo tether-put-ok; else rm -f \"$t\"; echo \"tether-put-bad $h\"; fi"),
-        std::string_view());
-    if (!put.ok()) co_return put.status();
-    if (!absl::StrContains(put->out, "tether-put-ok")) {
-      co_return absl::DataLossError(absl::StrCat("e2b: uploading ", path, " (", bytes.size(), " bytes, sha256 ", hash,
-                                                 ") failed: the sandbox said: ", put->out));
+    if (absl::Status st = co_await ShellPlaceFile(runner_, "e2b: ", tmp, path, hash, mode, bytes.size()); !st.ok()) {
+      co_return st;
     }
     installed_.insert(key);
     co_return absl::OkStatus();

@@ -171,11 +171,10 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<WebSocket>>> ClientImpl::OpenWebS
     }
   }
   std::shared_ptr<Conn> conn = NewConn();
-  {
-    Watchdog wd(ex_, options_.connect_timeout, Closer(conn));
-    absl::Status st = co_await Connect(conn);
-    if (!st.ok()) co_return st;
-  }
+  // Connect keeps connect_timeout itself; a second watchdog here raced it
+  // and could report a timed-out connect as "closed".
+  absl::Status connected = co_await Connect(conn);
+  if (!connected.ok()) co_return connected;
   if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
   auto state = std::make_shared<WsState>(std::move(conn->stream), ex_);
   Watchdog wd(ex_, options_.connect_timeout, WsCloser(state));

@@ -73,7 +73,8 @@ DEP_CFLAGS="-Os -ffunction-sections -fdata-sections"
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
   libboost1.81-dev libboost-json1.81-dev libprotobuf-dev protobuf-compiler libzstd-dev libabsl-dev
   doctest-dev qemu-user openssh-server socat python3-protobuf file dpkg-dev
-  xz-utils libssl-dev libyaml-cpp-dev podman runc busybox-static openssl)
+  xz-utils libssl-dev libyaml-cpp-dev podman runc busybox-static openssl
+  python3-cffi python3-pytest python3-pytest-asyncio python3-venv python3-pip python3-setuptools python3-wheel)
 
 die() { progress_clear; printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 

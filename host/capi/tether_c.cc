@@ -315,15 +315,6 @@ asio::awaitable<tether_completion> DoStatus(Process& proc, std::uint64_t token) 
   co_return c;
 }
 
-asio::awaitable<tether_completion> DoReference(Process& proc, std::uint64_t token) {
-  absl::StatusOr<std::string> ref = proc.Reference();
-  tether_completion c = Completion(token, TETHER_OP_REFERENCE, ref.status());
-  if (ref.ok()) {
-    c.data = reinterpret_cast<uint8_t*>(CopyString(*ref));
-    c.size = ref->size();
-  }
-  co_return c;
-}
 
 template <typename F>
 auto OnRuntimeThread(tether_runtime* rt, F f) -> decltype(f()) {
@@ -562,8 +553,19 @@ int tether_process_resize(tether_process* p, unsigned cols, unsigned rows, uint6
   return StatusCall(p, token, TETHER_OP_RESIZE, [cols, rows](Process& proc) { return proc.Resize(cols, rows); });
 }
 
-int tether_process_reference(tether_process* p, uint64_t token) {
-  return OnProcess(p, token, TETHER_OP_REFERENCE, [token](Process& proc) { return DoReference(proc, token); });
+int tether_process_reference(tether_process* p, char** out, size_t* size, char** message) {
+  if (message != nullptr) *message = nullptr;
+  if (p == nullptr || out == nullptr || size == nullptr) return TETHER_E_INVALID_ARGUMENT;
+  std::shared_ptr<ProcessCell> cell = p->cell;
+  absl::StatusOr<std::string> ref =
+      OnRuntimeThread(p->rt, [cell]() -> absl::StatusOr<std::string> { return cell->process->Reference(); });
+  if (!ref.ok()) {
+    if (message != nullptr) *message = CopyString(std::string(ref.status().message()));
+    return static_cast<int>(tether::ErrorCodeOf(ref.status()));
+  }
+  *out = CopyString(*ref);
+  *size = ref->size();
+  return 0;
 }
 
 int tether_process_disconnect(tether_process* p, uint64_t token) {

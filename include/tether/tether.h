@@ -99,7 +99,6 @@ enum tether_op {
   TETHER_OP_SIGNAL,
   TETHER_OP_TERMINATE,
   TETHER_OP_RESIZE,
-  TETHER_OP_REFERENCE,
   TETHER_OP_DISCONNECT,
   TETHER_OP_DETACH
 };
@@ -128,8 +127,7 @@ typedef struct tether_completion {
   int32_t pid;
   int has_pty;
   /* READ: `size` bytes of `stream` at `offset` within it; stream
-   * TETHER_STREAM_END (size 0) once all output was read. REFERENCE: the
-   * reference's text. */
+   * TETHER_STREAM_END (size 0) once all output was read. */
   int stream;
   uint64_t offset;
   uint8_t* data;
@@ -205,7 +203,8 @@ TETHER_API void tether_start_options_init(tether_start_options* o);
 /* Asynchronous calls: 0 when queued (one completion follows), else an error
  * code and no completion. Strings and bytes are copied before returning. */
 TETHER_API int tether_start(tether_runtime* rt, tether_transport* t, const tether_start_options* o, uint64_t token);
-/* A reference from TETHER_OP_REFERENCE; control: a control-only handle. */
+/* A reference from tether_process_reference; control: a control-only
+ * handle (status, signal, terminate, resize). */
 TETHER_API int tether_reopen(tether_runtime* rt, tether_transport* t, const char* reference, size_t reference_size,
                              int control, unsigned timeout_ms, uint64_t token);
 TETHER_API int tether_process_write(tether_process* p, const void* data, size_t size, uint64_t token);
@@ -217,9 +216,13 @@ TETHER_API int tether_process_status(tether_process* p, uint64_t token);
 TETHER_API int tether_process_signal(tether_process* p, const char* signal, uint64_t token);
 TETHER_API int tether_process_terminate(tether_process* p, unsigned grace_ms, uint64_t token);
 TETHER_API int tether_process_resize(tether_process* p, unsigned cols, unsigned rows, uint64_t token);
-TETHER_API int tether_process_reference(tether_process* p, uint64_t token);
 TETHER_API int tether_process_disconnect(tether_process* p, uint64_t token);
 TETHER_API int tether_process_detach(tether_process* p, uint64_t token);
+/* Synchronous (nothing crosses to the sandbox): the private text that
+ * reopens this process later, in *out (*size bytes, NUL-terminated; free it
+ * with tether_free_string). An error code and *message otherwise, e.g.
+ * TETHER_E_INTERNAL while written input is not yet acknowledged. */
+TETHER_API int tether_process_reference(tether_process* p, char** out, size_t* size, char** message);
 /* Aborts the handle's calls in flight and releases it (see above). NULL is
  * ignored. */
 TETHER_API void tether_process_free(tether_process* p);

@@ -139,13 +139,13 @@ static void test_signal_status_and_cancel(tether_runtime* rt, tether_transport* 
 
 static void test_reference_and_reopen(tether_runtime* rt, tether_transport* t) {
   tether_process* p = start(rt, t, "printf before; sleep 1; printf after", 0, 30);
-  CHECK(tether_process_reference(p, 31) == 0, "reference not queued");
-  tether_completion c = await_token(rt, 31);
-  CHECK(c.error == TETHER_OK && c.size > 0, "reference: %s", c.message ? c.message : "");
-  char* ref = malloc(c.size);
-  size_t ref_size = c.size;
-  memcpy(ref, c.data, c.size);
-  tether_completion_release(&c);
+  char* ref = NULL;
+  size_t ref_size = 0;
+  char* message = NULL;
+  int rc = tether_process_reference(p, &ref, &ref_size, &message);
+  CHECK(rc == TETHER_OK && ref_size > 0 && strlen(ref) == ref_size, "reference: %s", message ? message : "");
+  tether_free_string(message);
+  tether_completion c;
   CHECK(tether_process_disconnect(p, 32) == 0, "disconnect not queued");
   c = await_token(rt, 32);
   CHECK(c.error == TETHER_OK, "disconnect: %s", c.message ? c.message : "");
@@ -156,7 +156,7 @@ static void test_reference_and_reopen(tether_runtime* rt, tether_transport* t) {
   CHECK(c.error == TETHER_OK && c.process != NULL, "reopen: %s", c.message ? c.message : "");
   p = c.process;
   tether_completion_release(&c);
-  free(ref);
+  tether_free_string(ref);
   if (p == NULL) return;
   size_t size;
   unsigned char* out = read_all(rt, p, &size, 34);

@@ -57,6 +57,9 @@ char* CopyString(std::string_view s) {
 // and the tokens of those calls.
 struct ProcessCell {
   std::shared_ptr<Process> process;
+  // A chunk a read took but did not return (another stream's), returned
+  // first by the next read.
+  std::optional<tether::OutputChunk> stash;
   std::unordered_set<std::uint64_t> tokens;
   bool freed = false;
 };
@@ -271,24 +274,50 @@ asio::awaitable<tether_completion> DoReopen(tether_runtime* rt, std::uint64_t to
   co_return Attached(rt, token, TETHER_OP_REOPEN, std::move(p));
 }
 
-asio::awaitable<tether_completion> DoRead(Process& proc, std::uint64_t token) {
-  absl::StatusOr<std::optional<tether::OutputChunk>> r = co_await proc.Read();
-  tether_completion c = Completion(token, TETHER_OP_READ, r.status());
-  c.output_gap = proc.output_gap();
-  if (!r.ok()) co_return c;
-  if (!r->has_value()) {
-    c.stream = TETHER_STREAM_END;
-    co_return c;
+// A read returns the chunks already waiting, joined while they are one
+// stream's consecutive bytes, up to kReadBatchBytes: one completion (two
+// thread hand-offs) per window of output instead of per 16 KiB chunk.
+constexpr std::size_t kReadBatchBytes = 256 * 1024;
+
+asio::awaitable<tether_completion> DoRead(std::shared_ptr<ProcessCell> cell, std::uint64_t token) {
+  Process& proc = *cell->process;
+  std::optional<tether::OutputChunk> first = std::move(cell->stash);
+  cell->stash.reset();
+  if (!first) {
+    absl::StatusOr<std::optional<tether::OutputChunk>> r = co_await proc.Read();
+    tether_completion c = Completion(token, TETHER_OP_READ, r.status());
+    c.output_gap = proc.output_gap();
+    if (!r.ok()) co_return c;
+    if (!r->has_value()) {
+      c.stream = TETHER_STREAM_END;
+      co_return c;
+    }
+    first = std::move(**r);
   }
-  const tether::OutputChunk& chunk = **r;
-  c.stream = static_cast<int>(chunk.stream);
-  c.offset = chunk.offset;
-  c.data = static_cast<uint8_t*>(std::malloc(chunk.bytes.size() + 1));
+  std::string bytes = std::move(first->bytes);
+  // Only chunks already received: Read() returns them without waiting, and
+  // never an error or the end while one is unread.
+  while (bytes.size() < kReadBatchBytes && proc.unread_chunks() > 0) {
+    absl::StatusOr<std::optional<tether::OutputChunk>> r = co_await proc.Read();
+    if (!r.ok() || !r->has_value()) break;  // not reached (see above)
+    tether::OutputChunk& next = **r;
+    if (next.stream != first->stream || next.offset != first->offset + bytes.size() ||
+        bytes.size() + next.bytes.size() > kReadBatchBytes) {
+      cell->stash = std::move(next);
+      break;
+    }
+    bytes += next.bytes;
+  }
+  tether_completion c = Completion(token, TETHER_OP_READ, absl::OkStatus());
+  c.output_gap = proc.output_gap();
+  c.stream = static_cast<int>(first->stream);
+  c.offset = first->offset;
+  c.data = static_cast<uint8_t*>(std::malloc(bytes.size() + 1));
   if (c.data == nullptr) {
     co_return Completion(token, TETHER_OP_READ, absl::ResourceExhaustedError("out of memory for a chunk"));
   }
-  std::memcpy(c.data, chunk.bytes.data(), chunk.bytes.size());
-  c.size = chunk.bytes.size();
+  std::memcpy(c.data, bytes.data(), bytes.size());
+  c.size = bytes.size();
   co_return c;
 }
 
@@ -528,7 +557,10 @@ int tether_process_close_stdin(tether_process* p, uint64_t token) {
 }
 
 int tether_process_read(tether_process* p, uint64_t token) {
-  return OnProcess(p, token, TETHER_OP_READ, [token](Process& proc) { return DoRead(proc, token); });
+  if (p == nullptr) return TETHER_E_INVALID_ARGUMENT;
+  std::shared_ptr<ProcessCell> cell = p->cell;
+  Launch(p->rt, token, TETHER_OP_READ, cell, [cell, token] { return DoRead(cell, token); });
+  return 0;
 }
 
 int tether_process_wait(tether_process* p, uint64_t token) {

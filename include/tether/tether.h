@@ -127,7 +127,9 @@ typedef struct tether_completion {
   int32_t pid;
   int has_pty;
   /* READ: `size` bytes of `stream` at `offset` within it; stream
-   * TETHER_STREAM_END (size 0) once all output was read. */
+   * TETHER_STREAM_END (size 0) once all output was read. A read returns
+   * the output already received, consecutive chunks of one stream joined
+   * (at most 256 KiB, and never more than the output window). */
   int stream;
   uint64_t offset;
   uint8_t* data;

@@ -220,3 +220,13 @@ def test_sync_wrapper():
         data = b"".join(c.data for c in p.output())
         assert data == ALL_BYTES
         assert p.wait().code == 7
+
+
+def test_the_readme_example_runs_as_shown():
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    example = os.path.join(root, "python", "examples", "agent_tool.py")
+    with open(example) as f, open(os.path.join(root, "README.md")) as readme:
+        assert f.read() in readme.read(), "README.md must show python/examples/agent_tool.py verbatim"
+    done = subprocess.run([sys.executable, example, "printf 'out\\0'; printf err >&2; exit 5"],
+                          capture_output=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (5, b"out\0", b"err")

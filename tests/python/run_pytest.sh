@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctest entry point: run_pytest.sh LIBTETHER_C VENV_DIR
+# ctest entry point: run_pytest.sh LIBTETHER_C VENV_DIR [--install-only]
 # Installs the Python package (python/) into a venv beside the build, the
 # way the README says (`pip install ./python`, no network, Debian's cffi and
 # pytest through --system-site-packages), with the library this build made,
@@ -17,6 +17,7 @@ fi
 TETHER_LIBRARY=$lib "$venv/bin/pip" install --quiet --no-index --force-reinstall --no-deps "$root/python"
 # pip builds in the tree: leave it clean.
 rm -rf "$root/python/build" "$root/python/tether.egg-info"
+[[ ${3:-} != --install-only ]] || exit 0
 cd "$venv"
 exec "$venv/bin/python" -m pytest -p no:cacheprovider -c "$root/python/pytest.ini" --rootdir "$root/python" \
   "$root/python/tests" -q

@@ -70,11 +70,17 @@ declare -A DEB_SOURCES=([libzstd]=1.5.4 [protobuf]=3.21.12 [abseil]=20220623.1)
 # Flags for the dependencies: -Os picks Zig's ReleaseSmall libc++/musl.
 DEP_CFLAGS="-Os -ffunction-sections -fdata-sections"
 
-APT_PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
+# What building `tether`, libtether and the supervisors needs ...
+BUILD_PACKAGES=(build-essential cmake ninja-build pkg-config
   libboost1.81-dev libboost-json1.81-dev libprotobuf-dev protobuf-compiler libzstd-dev libabsl-dev
-  doctest-dev qemu-user openssh-server socat python3-protobuf file dpkg-dev
-  xz-utils libssl-dev libyaml-cpp-dev podman runc busybox-static openssl
+  libssl-dev libyaml-cpp-dev xz-utils dpkg-dev file)
+# ... and what the test suite, the fuzzers and the benchmarks add. A first
+# `./dev run` (TETHER_SETUP_FOR=run) installs only the former.
+TEST_PACKAGES=(clang libclang-rt-14-dev doctest-dev qemu-user openssh-server socat python3-protobuf
+  podman runc busybox-static openssl
   python3-cffi python3-pytest python3-pytest-asyncio python3-venv python3-pip python3-setuptools python3-wheel)
+APT_PACKAGES=("${BUILD_PACKAGES[@]}")
+[[ ${TETHER_SETUP_FOR:-} == run ]] || APT_PACKAGES+=("${TEST_PACKAGES[@]}")
 
 die() { progress_clear; printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 

@@ -58,6 +58,8 @@
 // stderr, shell_name, stdout_truncated, stderr_truncated}; stdout/stderr are
 // the last last_n (default 100) lines, set once completed.
 // Errors: {"code": N, "message": ...} with 400, 401, 404, 405, 408, 413.
+// Test only: GET /_emulator/stats -> {requests, body_bytes_in, body_bytes_out}
+// (HTTP bodies only, not headers or framing), for the cost benchmark.
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -226,6 +228,7 @@ const fail = (res, status, message) => sendJson(res, status, { code: status, mes
 
 async function jsonBody(req, res) {
   const buf = await readBody(req, kMaxJsonBody);
+  if (buf !== null) stats.body_bytes_in += buf.length;
   if (buf === null) {
     fail(res, 413, `request body above ${kMaxJsonBody} bytes`);
     return undefined;
@@ -442,6 +445,7 @@ async function handleUpload(req, res) {
   const ctype = req.headers['content-type'] ?? '';
   if (!ctype.startsWith('multipart/form-data')) return fail(res, 400, 'upload_file takes multipart/form-data');
   const body = await readBody(req, kMaxUploadBody);
+  if (body !== null) stats.body_bytes_in += body.length;
   if (body === null) return fail(res, 413, `upload above ${kMaxUploadBody} bytes`);
   const parts = parseMultipart(body, ctype);
   if (parts === null) return fail(res, 400, 'malformed multipart body');
@@ -461,8 +465,22 @@ async function handleUpload(req, res) {
   sendJson(res, 200, {});
 }
 
+// Body bytes in and out and requests, for tests/bench/runloop_vs_sdk.mjs
+// (GET /_emulator/stats with the bearer key; not part of Runloop's API).
+const stats = { requests: 0, body_bytes_in: 0, body_bytes_out: 0 };
+
 async function handle(req, res) {
   const url = new URL(req.url, 'http://emulator');
+  if (url.pathname === '/_emulator/stats' && (req.headers.authorization ?? '') === `Bearer ${apiKey}`) {
+    req.resume();
+    return sendJson(res, 200, stats);
+  }
+  stats.requests++;
+  const write = res.write.bind(res);
+  const end = res.end.bind(res);
+  const count = (c) => { if (c && typeof c !== 'function') stats.body_bytes_out += Buffer.byteLength(c); };
+  res.write = (c, ...rest) => { count(c); return write(c, ...rest); };
+  res.end = (c, ...rest) => { count(c); return end(c, ...rest); };
   const label = `${req.method} ${url.pathname}`;
   res.on('finish', () => log.line(label, '->', res.statusCode));
   let gone = false;

@@ -40,6 +40,12 @@ constexpr int kStreamFailures = 8;          // SSE (re)connects in a row that fa
 constexpr int kMaxLongPolls = 400;          // wait_for_status rounds (408 each ~25 s): ~2.8 h
 constexpr std::size_t kReadBuffer = 64 * 1024;        // one SSE read
 constexpr std::size_t kMaxBuffered = 2u << 20;        // stdout read ahead of the caller
+// stdin is batched: a Write is queued and returns; one send_std_in carries
+// everything queued, at most one per kStdinInterval while writes keep
+// coming (the first after a pause goes at once), so a stream of small
+// acknowledgements costs ~5 requests/s instead of one per frame.
+constexpr std::chrono::milliseconds kStdinInterval{200};
+constexpr std::size_t kMaxQueuedStdin = 1u << 20;     // a Write waits while more is queued
 constexpr std::size_t kDiagnosticsBytes = 4096;       // the stderr tail kept for messages
 constexpr std::size_t kMaxErrorBody = 64 * 1024;      // a failed stream's body, read for its message
 constexpr std::size_t kCheckFirstBytes = 64 * 1024;   // larger files: ask whether they are there first
@@ -188,8 +194,13 @@ struct StreamState {
   std::string diag;
   bool closed = false;
   bool completed = false;
-  bool writing = false;
-  std::optional<absl::Status> write_result;
+  // stdin: Writes queue here (each valid UTF-8, so any concatenation is);
+  // one sender drains it; EOF goes after it.
+  std::string stdin_queue;
+  bool sending = false;
+  bool eof_wanted = false;
+  std::optional<absl::Status> write_error;
+  std::chrono::steady_clock::time_point last_send{};
   std::unique_ptr<net::BodyStream> stream;
   internal::Condition changed;
   std::size_t buffered() const { return buf.size() - buf_pos; }
@@ -325,8 +336,8 @@ asio::awaitable<void> ReadLoop(std::shared_ptr<StreamState> s) {
   }
 }
 
-// POST send_std_in for one Write; detects an execution that stdin killed.
-asio::awaitable<void> SendStdin(std::shared_ptr<StreamState> s, std::string body) {
+// One send_std_in with `body`; detects an execution that stdin killed.
+asio::awaitable<absl::Status> PostStdin(std::shared_ptr<StreamState> s, std::string body) {
   absl::StatusOr<net::Response> resp = co_await s->api->Post(s->api->ExecPath(s->eid, "send_std_in"), std::move(body),
                                                              RunloopApi::Repeat::kAnyFailure);
   absl::Status st;
@@ -349,9 +360,50 @@ asio::awaitable<void> SendStdin(std::shared_ptr<StreamState> s, std::string body
           "later starts use one-shot executions (the exchange tunnel)");
     }
   }
-  s->write_result = s->api->Fail(st);
-  s->writing = false;
+  co_return s->api->Fail(st);
+}
+
+// Drains the stdin queue: everything queued in one send_std_in, at most
+// one per kStdinInterval; then the EOF when asked. A failure fails the
+// channel (reads too: the tunnel reattaches).
+asio::awaitable<void> StdinSender(std::shared_ptr<StreamState> s) {
+  while (!s->closed && !s->write_error && (!s->stdin_queue.empty() || s->eof_wanted)) {
+    const auto next = s->last_send + kStdinInterval;
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next) {
+      co_await Sleep(std::chrono::duration_cast<std::chrono::milliseconds>(next - now) + std::chrono::milliseconds(1));
+      continue;
+    }
+    std::string body;
+    const bool eof = s->stdin_queue.empty();
+    if (eof) {
+      body = runloop::SendEofJson();
+      s->eof_wanted = false;
+    } else {
+      absl::StatusOr<std::string> b = runloop::SendStdinJson(s->stdin_queue);
+      s->stdin_queue.clear();
+      if (!b.ok()) {
+        s->write_error = b.status();
+        break;
+      }
+      body = *std::move(b);
+    }
+    s->last_send = std::chrono::steady_clock::now();
+    s->changed.NotifyAll();  // room in the queue
+    absl::Status st = co_await PostStdin(s, std::move(body));
+    if (!st.ok() && !s->closed) {
+      s->write_error = st;
+      if (!s->error) s->error = st;
+    }
+  }
+  s->sending = false;
   s->changed.NotifyAll();
+}
+
+void StartSender(const std::shared_ptr<StreamState>& s) {
+  if (s->sending) return;
+  s->sending = true;
+  asio::co_spawn(s->api->executor, StdinSender(s), asio::detached);
 }
 
 class StreamChannel final : public Channel {
@@ -379,27 +431,38 @@ class StreamChannel final : public Channel {
 
   asio::awaitable<absl::Status> Write(std::string_view bytes) override {
     if (s_->closed) co_return absl::UnavailableError("runloop: the execution's channel was closed");
+    if (s_->write_error) co_return *s_->write_error;
     if (bytes.empty()) co_return absl::OkStatus();
-    absl::StatusOr<std::string> body = runloop::SendStdinJson(bytes);
-    if (!body.ok()) co_return body.status();
-    s_->writing = true;
-    s_->write_result.reset();
-    auto ex = co_await asio::this_coro::executor;
-    asio::co_spawn(ex, SendStdin(s_, *std::move(body)), asio::detached);
-    while (!s_->write_result) {
+    if (s_->eof_wanted) co_return absl::FailedPreconditionError("runloop: Write after CloseWrite");
+    if (bytes.size() > runloop::kMaxStdinTextBytes || !runloop::ValidUtf8(bytes)) {
+      co_return runloop::SendStdinJson(bytes).status();  // the reason, as a Status
+    }
+    while (s_->stdin_queue.size() + bytes.size() > std::max(kMaxQueuedStdin, bytes.size())) {
       if (s_->closed) co_return absl::UnavailableError("runloop: the execution's channel was closed");
-      const bool woken = co_await s_->changed.Wait();
+      if (s_->write_error) co_return *s_->write_error;
+      const bool woken = co_await s_->changed.Wait();  // (g++ 12: no co_await in a condition)
       if (!woken) co_return absl::CancelledError("runloop: writing to the execution's stdin: cancelled");
     }
-    co_return *s_->write_result;
+    if (s_->closed) co_return absl::UnavailableError("runloop: the execution's channel was closed");
+    if (s_->stdin_queue.size() + bytes.size() > runloop::kMaxStdinTextBytes && !s_->stdin_queue.empty()) {
+      // One send_std_in holds at most kMaxStdinTextBytes: wait for the queue to go.
+      while (!s_->stdin_queue.empty() && !s_->closed && !s_->write_error) {
+        const bool woken = co_await s_->changed.Wait();
+        if (!woken) co_return absl::CancelledError("runloop: writing to the execution's stdin: cancelled");
+      }
+      if (s_->closed) co_return absl::UnavailableError("runloop: the execution's channel was closed");
+      if (s_->write_error) co_return *s_->write_error;
+    }
+    s_->stdin_queue.append(bytes);
+    StartSender(s_);
+    co_return absl::OkStatus();
   }
 
   void CloseWrite() override {
-    if (s_->closed || eof_sent_) return;
+    if (s_->closed || s_->eof_wanted || eof_sent_) return;
     eof_sent_ = true;
-    asio::co_spawn(s_->api->executor, PostDetached(s_->api, s_->api->ExecPath(s_->eid, "send_std_in"),
-                                                   runloop::SendEofJson()),
-                   asio::detached);
+    s_->eof_wanted = true;
+    StartSender(s_);
   }
 
   void Close() override {

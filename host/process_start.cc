@@ -264,6 +264,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   };
   absl::StatusOr<std::shared_ptr<Transport>> owner = Owner(transport);
   if (!owner.ok()) co_return owner.status();
+  if (absl::Status st = co_await transport.Prepare(); !st.ok()) co_return st;
   absl::StatusOr<std::unique_ptr<tunnel::Tunnel>> tun = tunnel::MakeTunnel(transport);
   if (!tun.ok()) co_return tun.status();
   // Every native call of the setup (probe, upload, launch, handshake) is
@@ -438,6 +439,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
   if (options.timeout_ms == 0) co_return absl::InvalidArgumentError("reopen: timeout_ms must be positive");
   absl::StatusOr<std::shared_ptr<Transport>> owner = Owner(transport);
   if (!owner.ok()) co_return owner.status();
+  if (absl::Status st = co_await transport.Prepare(); !st.ok()) co_return st;
   absl::StatusOr<std::unique_ptr<tunnel::Tunnel>> tun = tunnel::MakeTunnel(transport);
   if (!tun.ok()) co_return tun.status();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.timeout_ms);

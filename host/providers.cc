@@ -8,6 +8,7 @@
 #include "host/native/docker/docker_transport.h"
 #include "host/native/e2b/e2b_transport.h"
 #include "host/native/kubernetes/kubernetes_transport.h"
+#include "host/native/runloop/runloop_transport.h"
 
 namespace tether {
 namespace {
@@ -162,6 +163,38 @@ absl::StatusOr<std::shared_ptr<Transport>> MakeBoat(boost::asio::any_io_executor
   return MakeBoatTransport(std::move(ex), std::move(copy));
 }
 
+absl::StatusOr<std::any> ParseRunloop(const ProviderFlags& flags) {
+  RunloopOptions o;
+  for (const auto& [flag, value] : flags) {
+    if (flag == "--devbox") o.devbox_id = value;
+    if (flag == "--endpoint") o.api_url = value;
+    if (flag == "--ca-file") o.ca_file = value;
+    if (flag == "--runloop-exec") {
+      if (value == "auto") {
+        o.mode = RunloopOptions::Mode::kAuto;
+      } else if (value == "stream") {
+        o.mode = RunloopOptions::Mode::kStream;
+      } else if (value == "exchange") {
+        o.mode = RunloopOptions::Mode::kExchange;
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--runloop-exec takes auto, stream or exchange, not '", value, "'"));
+      }
+    }
+  }
+  if (o.devbox_id.empty()) return absl::InvalidArgumentError("--provider runloop needs --devbox ID");
+  return std::any(std::move(o));
+}
+
+absl::StatusOr<std::shared_ptr<Transport>> MakeRunloop(boost::asio::any_io_executor ex, const std::any& parsed,
+                                                       const ProviderHooks& hooks) {
+  const RunloopOptions* o = std::any_cast<RunloopOptions>(&parsed);
+  if (o == nullptr) return absl::InvalidArgumentError("runloop: options not made by its parser");
+  RunloopOptions copy = *o;
+  if (hooks.upload_progress) copy.upload_progress = hooks.upload_progress;
+  return MakeRunloopTransport(std::move(ex), std::move(copy));
+}
+
 std::vector<ProviderInfo> MakeRegistry() {
   std::vector<ProviderInfo> r;
   r.push_back(ProviderInfo{
@@ -235,6 +268,18 @@ std::vector<ProviderInfo> MakeRegistry() {
       false,
       ParseBoat,
       MakeBoat});
+  r.push_back(ProviderInfo{
+      "runloop",
+      "a Runloop devbox through its execution API (text only: the text\n"
+      "tunnel over execute_async + SSE; the exchange tunnel where stdin\n"
+      "kills an execution); the API key comes from RUNLOOP_API_KEY (never a flag)",
+      {{"--devbox", "the devbox id, required"},
+       {"--endpoint", "the API URL (default $RUNLOOP_BASE_URL, else https://api.runloop.ai)"},
+       {"--ca-file", "a PEM CA file trusted besides the system's"},
+       {"--runloop-exec", "auto|stream|exchange (default auto: stream unless stdin kills executions)"}},
+      false,
+      ParseRunloop,
+      MakeRunloop});
   return r;
 }
 

@@ -19,6 +19,7 @@ class ForwardingTransport : public Transport {
     if (c.direct_connect) c = CapabilitiesOf(TunnelMode::kBinary);
     return c;
   }
+  boost::asio::awaitable<absl::Status> Prepare() override { co_return co_await inner_.Prepare(); }
   std::string_view name() const override { return inner_.name(); }
   ScriptOverrides script_overrides() const override { return inner_.script_overrides(); }
   std::string sandbox_id() const override { return inner_.sandbox_id(); }

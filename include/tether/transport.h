@@ -125,6 +125,11 @@ class Transport : public std::enable_shared_from_this<Transport> {
  public:
   virtual ~Transport() = default;
   virtual ChannelCapabilities capabilities() const { return {}; }
+  // Called by Process::Start and Reopen before they read capabilities(): a
+  // transport that can only learn what its channel does by trying (Runloop:
+  // whether sending stdin kills an execution) finds out here, once, and
+  // capabilities() then answers from what it found. Default: nothing to learn.
+  virtual boost::asio::awaitable<absl::Status> Prepare() { co_return absl::OkStatus(); }
   // For the start scripts (host/tunnel/start_script.h): an architecture to
   // assume instead of `uname -m`, a program every supervisor runs through
   // (user-mode emulation, in tests), and this sandbox's supervisor policy

@@ -28,6 +28,14 @@
 #   boat-faults  the same with the emulator answering 5xx (5%) and answering
 #             1-3 s late (2%: flow.slow_reader alone makes ~150 polls, and
 #             every case has 90 s), at random (seeded)
+#   runloop   the runloop provider against the Runloop emulator
+#             (tests/emulators/runloop.mjs) over TLS: the text tunnel over
+#             execute_async + SSE, streams ending with 408 every 2 s
+#   runloop-faults  the same with SSE events cut mid-line (1%), 5xx (3%),
+#             1-3 s late answers (1%) and 2-4 s stalls of a stream (0.5%)
+#   runloop-exchange  the runloop provider on an emulator where sending stdin
+#             kills the execution (--stdin-kills): tether must detect it and
+#             run the exchange tunnel over the synchronous execute
 #   kubernetes         the native kubernetes provider against the API server
 #                      emulator (tests/emulators/kubernetes.mjs) over TLS, with
 #                      the kubeconfig it wrote
@@ -161,6 +169,28 @@ case $target in
     # SIGTERM: the emulator kills the process groups it started.
     kill -TERM "$boat_pid" 2>/dev/null || true
     wait "$boat_pid" 2>/dev/null || true
+    exit $status
+    ;;
+  runloop|runloop-faults|runloop-exchange)
+    # shellcheck source=../lib/runloop_emulator.sh
+    source "$(dirname "${BASH_SOURCE[0]}")/../lib/runloop_emulator.sh"
+    args=(--tls --sse-ms 2000)
+    [[ $target != runloop-faults ]] || args+=(--faults seed=1,cut=0.01,http5xx=0.03,slow=0.01,stall=0.005)
+    [[ $target != runloop-exchange ]] || args+=(--stdin-kills)
+    rc=0
+    start_runloop_emulator "$work/runloop" "${args[@]}" || rc=$?
+    [[ -z ${runloop_pid:-} ]] || pids+=("$runloop_pid")
+    [[ $rc -ne 77 ]] || skip "cannot run the Runloop emulator here"
+    [[ $rc -eq 0 ]] || exit 1
+    mapfile -t flags < <(runloop_flags)
+    status=0
+    "$tether" conformance "${flags[@]}" || status=$?
+    [[ $status -eq 0 ]] || tail -c 3000 "$work/runloop/emulator.log" "$work/runloop/requests.log" >&2
+    echo "runloop emulator: $(grep -c ' -> ' "$work/runloop/requests.log" || true) requests," \
+      "$(grep -c 'FAULT' "$work/runloop/requests.log" || true) faults injected," \
+      "$(grep -c 'stream ends with 408' "$work/runloop/requests.log" || true) streams ended with 408"
+    kill -TERM "$runloop_pid" 2>/dev/null || true
+    wait "$runloop_pid" 2>/dev/null || true
     exit $status
     ;;
   kubernetes|kubernetes-faults|kubernetes-v4)

@@ -10,6 +10,7 @@
 #include "tether/command_transport.h"
 #include "tether/local_transport.h"
 #include "host/native/boat/boat_transport.h"
+#include "host/native/runloop/runloop_transport.h"
 #include "host/native/docker/docker_transport.h"
 
 namespace tether {
@@ -177,6 +178,30 @@ TEST_CASE("boat takes --sandbox, --endpoint and --ca-file; the sandbox is requir
   REQUIRE(!none.ok());
   CHECK(std::string(none.status().message()).find("--sandbox") != std::string::npos);
   CHECK(!ParseProviderFlags(boat, {{"--sandbox", "sb-1"}, {"--container", "c"}}).ok());
+}
+
+TEST_CASE("runloop takes --devbox, --endpoint, --ca-file and --runloop-exec; the devbox is required") {
+  const ProviderInfo& runloop = **FindProvider("runloop");
+  CHECK(!runloop.same_machine);
+  absl::StatusOr<std::any> r = ParseProviderFlags(runloop, {{"--devbox", "dbx_1"},
+                                                            {"--endpoint", "https://api.example.com"},
+                                                            {"--ca-file", "/etc/ca.pem"},
+                                                            {"--runloop-exec", "exchange"}});
+  REQUIRE(r.ok());
+  const RunloopOptions* o = std::any_cast<RunloopOptions>(&*r);
+  REQUIRE(o != nullptr);
+  CHECK(o->devbox_id == "dbx_1");
+  CHECK(o->api_url == "https://api.example.com");
+  CHECK(o->ca_file == "/etc/ca.pem");
+  CHECK(o->mode == RunloopOptions::Mode::kExchange);
+  CHECK(o->api_key.empty());  // from RUNLOOP_API_KEY, never from flags
+  absl::StatusOr<std::any> none = ParseProviderFlags(runloop, {{"--endpoint", "https://api.example.com"}});
+  REQUIRE(!none.ok());
+  CHECK(std::string(none.status().message()).find("--devbox") != std::string::npos);
+  absl::StatusOr<std::any> bad = ParseProviderFlags(runloop, {{"--devbox", "d"}, {"--runloop-exec", "maybe"}});
+  REQUIRE(!bad.ok());
+  CHECK(std::string(bad.status().message()).find("auto, stream or exchange") != std::string::npos);
+  CHECK(!ParseProviderFlags(runloop, {{"--devbox", "d"}, {"--sandbox", "s"}}).ok());
 }
 
 TEST_CASE("SplitShellWords quotes like a shell") {

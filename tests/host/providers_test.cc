@@ -10,6 +10,7 @@
 #include "tether/command_transport.h"
 #include "tether/local_transport.h"
 #include "host/native/boat/boat_transport.h"
+#include "host/native/daytona/daytona_transport.h"
 #include "host/native/docker/docker_transport.h"
 
 namespace tether {
@@ -177,6 +178,24 @@ TEST_CASE("boat takes --sandbox, --endpoint and --ca-file; the sandbox is requir
   REQUIRE(!none.ok());
   CHECK(std::string(none.status().message()).find("--sandbox") != std::string::npos);
   CHECK(!ParseProviderFlags(boat, {{"--sandbox", "sb-1"}, {"--container", "c"}}).ok());
+}
+
+TEST_CASE("daytona takes --sandbox, --endpoint and --ca-file; the sandbox is required, the key never a flag") {
+  const ProviderInfo& daytona = **FindProvider("daytona");
+  CHECK(!daytona.same_machine);
+  absl::StatusOr<std::any> d = ParseProviderFlags(
+      daytona, {{"--sandbox", "sb-1"}, {"--endpoint", "https://api.example.com/api"}, {"--ca-file", "/etc/ca.pem"}});
+  REQUIRE(d.ok());
+  const DaytonaOptions* o = std::any_cast<DaytonaOptions>(&*d);
+  REQUIRE(o != nullptr);
+  CHECK(o->sandbox_id == "sb-1");
+  CHECK(o->api_url == "https://api.example.com/api");
+  CHECK(o->ca_file == "/etc/ca.pem");
+  CHECK(o->api_key.empty());  // from DAYTONA_API_KEY, never from flags
+  absl::StatusOr<std::any> none = ParseProviderFlags(daytona, {{"--endpoint", "https://api.example.com"}});
+  REQUIRE(!none.ok());
+  CHECK(std::string(none.status().message()).find("--sandbox") != std::string::npos);
+  CHECK(!ParseProviderFlags(daytona, {{"--sandbox", "sb-1"}, {"--pod", "p"}}).ok());
 }
 
 TEST_CASE("SplitShellWords quotes like a shell") {

@@ -1,6 +1,7 @@
 #include "host/native/daytona/daytona_api.h"
 
 #include <boost/json.hpp>
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/match.h"
@@ -115,8 +116,9 @@ absl::StatusOr<std::string> ParseExecAnswer(std::string_view body) {
   absl::StatusOr<std::string> id = StringField(*o, "cmdId", kWhat);
   if (!id.ok()) return id.status();
   if (id->empty()) return Protocol(kWhat, "has no cmdId");
-  if (id->size() > 256 || !std::all_of(id->begin(), id->end(), IdChar)) {
-    return Protocol(kWhat, "has a cmdId that is not 1-256 characters of [A-Za-z0-9._-]");
+  if (id->size() > 256 || !std::all_of(id->begin(), id->end(), IdChar) ||
+      id->find_first_not_of('.') == std::string::npos) {
+    return Protocol(kWhat, "has a cmdId that is not 1-256 characters of [A-Za-z0-9._-] (and not dots only)");
   }
   return id;
 }

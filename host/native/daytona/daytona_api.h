@@ -44,7 +44,7 @@ absl::StatusOr<SandboxView> ParseSandbox(std::string_view body);
 // GET /sandbox/{id}/toolbox-proxy-url: {"url": "..."} with a non-empty url.
 absl::StatusOr<std::string> ParseProxyUrl(std::string_view body);
 // POST .../exec with runAsync: {"cmdId": "..."}: the id, non-empty, at most
-// 256 bytes of [A-Za-z0-9._-] (it goes into paths).
+// 256 bytes of [A-Za-z0-9._-], not dots only (it goes into paths).
 absl::StatusOr<std::string> ParseExecAnswer(std::string_view body);
 // GET .../command/{cid}: {"id", "command", "exitCode"?}: the exit code
 // (0..255) once the command exited, nullopt while it runs.

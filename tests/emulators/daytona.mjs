@@ -50,6 +50,9 @@
 //          Plain GET: {output, stdout, stderr} (demultiplexed, UTF-8 decoded).
 //   POST   /files/bulk-upload  multipart: files[i].path + files[i].file
 //   POST   /files/upload?path=P  multipart field "file"
+// Test only (no key, not counted): GET /_emulator/stats -> {requests (REST
+// calls and WebSocket upgrades), ws_messages, ws_bytes (log bytes sent,
+// replays included), input_posts, input_bytes (the data strings), log_bytes}.
 // The log, as the real daemon writes it (a `while IFS= read -r line` loop per
 // stream): every line of stdout becomes 01 01 01 + line + "\n", of stderr
 // 02 02 02 + line + "\n"; NUL bytes are dropped; a last line without a newline
@@ -96,6 +99,7 @@ const sandbox = new Sandbox(path.join(args.dir, SANDBOX_ID), { hostname: SANDBOX
 const shell = fs.existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh';
 const sessions = new Map();  // sessionId -> {id, commands: Map}
 let baseUrl = '';
+const stats = { requests: 0, ws_messages: 0, ws_bytes: 0, input_posts: 0, input_bytes: 0, log_bytes: 0 };
 
 function sendJson(res, status, obj) {
   if (res.writableEnded || res.destroyed) return;
@@ -209,6 +213,7 @@ class Command {
     }
     this.chunks.push(b);
     this.size += b.length;
+    stats.log_bytes += b.length;
     for (const w of this.watchers) w();
   }
 
@@ -362,6 +367,8 @@ async function handleToolbox(req, res, rest, url) {
     if (v === undefined) return;
     if (typeof v.data !== 'string') return fail(res, 400, 'data must be a string');
     if (c.exitCode !== undefined) return fail(res, 400, `command ${c.id} is not running`);
+    stats.input_posts++;
+    stats.input_bytes += Buffer.byteLength(v.data);
     c.input(v.data);
     return sendJson(res, 200, undefined);
   }
@@ -464,6 +471,8 @@ async function admit(req, res, label) {
 async function handle(req, res) {
   const url = new URL(req.url, 'http://emulator');
   const label = `${req.method} ${url.pathname}`;
+  if (url.pathname === '/_emulator/stats') return sendJson(res, 200, stats);
+  stats.requests++;
   res.on('finish', () => log.line(label, '->', res.statusCode));
   if (!(await admit(req, res, label))) return;
   if (url.pathname.startsWith('/api/')) return handleApi(req, res, url.pathname.slice(4));
@@ -532,6 +541,8 @@ function followLogs(ws, c, label) {
       }
       ws.send(msg, { binary: true });
       sent += msg.length;
+      stats.ws_messages++;
+      stats.ws_bytes += msg.length;
       if (ws.bufferedAmount > 4 << 20) {
         busy = true;
         const wait = () => {
@@ -561,6 +572,7 @@ const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false });
 async function onUpgrade(req, socket, head) {
   const url = new URL(req.url, 'http://emulator');
   const label = `WS ${url.pathname}`;
+  stats.requests++;
   const refuse = (status, message) => {
     const body = JSON.stringify({ message, statusCode: status });
     log.line(label, '->', status);

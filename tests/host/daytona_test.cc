@@ -1,17 +1,25 @@
 // The daytona provider's sans-I/O parts (host/native/daytona/daytona_api.h):
 // the answers it parses, the bodies it sends, argv quoting, the follow-logs
 // demultiplexer (as the SDK reads the stream), error mapping; the transport's
-// options and capabilities; and that the armor the text tunnel sends through
-// the log stream can never hold a byte the stream mangles. The transport
-// itself runs against tests/emulators/daytona.mjs (conformance.daytona,
-// conformance.daytona-faults, cli_daytona).
+// options and capabilities; that the armor the text tunnel sends through
+// the log stream can never hold a byte the stream mangles; and the channel
+// against an in-process server playing the API and the toolbox (scripted
+// log streams, cuts, input, errors). End to end it runs against
+// tests/emulators/daytona.mjs (conformance.daytona, conformance.daytona-faults,
+// cli_daytona).
 #include "host/native/daytona/daytona_api.h"
 
 #include <doctest.h>
 #include <stdlib.h>
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/websocket.hpp>
 #include <boost/json.hpp>
+#include <chrono>
+#include <deque>
 #include <random>
 
 #include "absl/strings/match.h"
@@ -19,6 +27,7 @@
 #include "host/native/daytona/daytona_transport.h"
 #include "host/tunnel/choose.h"
 #include "protocol/armor.h"
+#include "net_test_support.h"
 #include "tether/errors.h"
 
 namespace {
@@ -26,6 +35,9 @@ namespace {
 namespace asio = boost::asio;
 namespace json = boost::json;
 using namespace tether;
+using namespace tether::net::testing;
+using std::chrono::milliseconds;
+namespace websocket = boost::beast::websocket;
 
 json::object Obj(std::string_view text) {
   json::value v = json::parse(json::string_view(text.data(), text.size()));
@@ -310,6 +322,261 @@ TEST_CASE("MakeDaytonaTransport refuses bad options with a clear error; credenti
     ScopedEnv url("DAYTONA_API_URL", "not a url");
     CHECK(make(o).code() == absl::StatusCode::kInvalidArgument);
   }
+}
+
+// ---- the channel against an in-process API + toolbox ------------------------
+
+asio::awaitable<void> Sleep(milliseconds d) {
+  asio::steady_timer t(co_await asio::this_coro::executor, d);
+  co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+}
+
+// One log WebSocket connection: its messages, then a close (1000) or a cut
+// (the TCP connection dropped, no close frame).
+struct LogScript {
+  std::vector<std::string> messages;
+  bool normal_close = true;
+  milliseconds delay{0};  // before the first message
+};
+
+struct FakeDaytona {
+  std::string base;               // http://127.0.0.1:PORT
+  bool proxy_url_in_dto = true;
+  int sandbox_status = 200;
+  std::vector<std::string> requests;  // "METHOD target"
+  std::vector<std::string> inputs;    // the data of every input POST
+  std::deque<LogScript> logs;         // one per WebSocket connection (the last repeats)
+  std::optional<int> exit_code;
+  int ws_connections = 0;
+};
+
+constexpr char kKey[] = "dtn-test-key-0123456789";
+
+asio::awaitable<void> ServeLog(Stream& s, const ServerRequest& req, std::shared_ptr<FakeDaytona> fake) {
+  ++fake->ws_connections;
+  LogScript script = fake->logs.empty() ? LogScript{} : fake->logs.front();
+  if (fake->logs.size() > 1) fake->logs.pop_front();
+  websocket::stream<Stream> ws(std::move(s));
+  co_await ws.async_accept(req, asio::use_awaitable);
+  if (script.delay.count() > 0) co_await Sleep(script.delay);
+  ws.binary(true);
+  for (const std::string& m : script.messages) co_await ws.async_write(asio::buffer(m), asio::use_awaitable);
+  if (script.normal_close) {
+    co_await ws.async_close(websocket::close_code::normal, asio::use_awaitable);
+  } else {
+    boost::system::error_code ec;
+    ws.next_layer().lowest().close(ec);
+  }
+}
+
+Handler Serve(std::shared_ptr<FakeDaytona> fake) {
+  return [fake](Stream& s) -> asio::awaitable<void> {
+    boost::beast::flat_buffer buf;
+    while (std::optional<ServerRequest> req = co_await ReadRequest(s, buf)) {
+      const std::string target(req->target());
+      fake->requests.push_back(absl::StrCat(std::string(req->method_string()), " ", target));
+      if (std::string((*req)[http::field::authorization]) != absl::StrCat("Bearer ", kKey)) {
+        co_await Respond(s, 401, absl::StrCat(R"({"message":"bad key )", kKey, R"("})"), true, "application/json");
+        continue;
+      }
+      if (websocket::is_upgrade(*req)) {
+        co_await ServeLog(s, *req, fake);
+        co_return;
+      }
+      int status = 404;
+      std::string body = R"({"message":"no route"})";
+      if (target == "/api/sandbox/sb-1") {
+        status = fake->sandbox_status;
+        body = fake->proxy_url_in_dto
+                   ? absl::StrCat(R"({"id":"sb-1","state":"started","toolboxProxyUrl":")", fake->base, R"(/toolbox"})")
+                   : std::string(R"({"id":"sb-1","state":"started"})");
+        if (status == 404) body = R"({"message":"Sandbox not found"})";
+      } else if (target == "/api/sandbox/sb-1/toolbox-proxy-url") {
+        status = 200;
+        body = absl::StrCat(R"({"url":")", fake->base, R"(/toolbox"})");
+      } else if (target == "/toolbox/sb-1/process/session" && req->method() == http::verb::post) {
+        status = 201;
+        body = "";
+      } else if (absl::EndsWith(target, "/exec")) {
+        status = 202;
+        body = R"({"cmdId":"c1"})";
+      } else if (absl::EndsWith(target, "/command/c1") && req->method() == http::verb::get) {
+        status = 200;
+        body = fake->exit_code ? absl::StrCat(R"({"id":"c1","exitCode":)", *fake->exit_code, "}") : R"({"id":"c1"})";
+      } else if (absl::EndsWith(target, "/command/c1/input")) {
+        fake->inputs.push_back(std::string(Obj(req->body()).at("data").as_string()));
+        status = 200;
+        body = "";
+      } else if (req->method() == http::verb::delete_) {
+        status = 204;
+        body = "";
+      }
+      co_await Respond(s, status, body, true, "application/json");
+    }
+  };
+}
+
+struct Fixture {
+  asio::io_context io;
+  std::shared_ptr<FakeDaytona> fake = std::make_shared<FakeDaytona>();
+  TestServer server{io, Serve(fake)};
+  std::shared_ptr<Transport> transport;
+
+  Fixture() {
+    fake->base = server.url("http");
+    DaytonaOptions o;
+    o.sandbox_id = "sb-1";
+    o.api_url = fake->base + "/api";
+    o.api_key = kKey;
+    absl::StatusOr<std::shared_ptr<Transport>> t = MakeDaytonaTransport(io.get_executor(), o);
+    REQUIRE(t.ok());
+    transport = *t;
+  }
+  int Count(std::string_view prefix) const {
+    int n = 0;
+    for (const std::string& r : fake->requests) n += r.rfind(prefix, 0) == 0 ? 1 : 0;
+    return n;
+  }
+};
+
+std::vector<std::string> Cat() { return {"/bin/cat"}; }
+
+asio::awaitable<std::string> ReadAll(Channel& ch) {
+  std::string all;
+  char buf[7];  // small reads: what is left of a message waits for the next one
+  for (;;) {
+    absl::StatusOr<std::size_t> n = co_await ch.ReadSome({buf, sizeof buf});
+    REQUIRE(n.ok());
+    if (*n == 0) co_return all;
+    all.append(buf, *n);
+  }
+}
+
+TEST_CASE("Exec makes a session and an async command; stdout and stderr split; a normal close gives EOF and the exit") {
+  Fixture f;
+  f.fake->logs.push_back({{S("\x01\x01\x01hello\n\x02\x02"), S("\x02oops\n\x01\x01\x01world\n")}, true});
+  f.fake->exit_code = 3;
+  Run(f.io, [&]() -> asio::awaitable<void> {
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await f.transport->Exec(Cat());
+    REQUIRE(ch.ok());
+    CHECK(co_await ReadAll(**ch) == "hello\nworld\n");
+    CHECK((*ch)->exit_code() == std::optional<int>(3));
+    CHECK(absl::StrContains((*ch)->Diagnostics(), "oops"));
+    (*ch)->Close();
+    co_await Sleep(milliseconds(100));  // the session's DELETE
+  });
+  CHECK(f.Count("GET /api/sandbox/sb-1") == 1);
+  CHECK(f.Count("POST /toolbox/sb-1/process/session") == 2);  // the session, then the exec
+  CHECK(f.Count("GET /toolbox/sb-1/process/session/tether-") == 2);  // the log stream, then the command
+  CHECK(f.Count("DELETE /toolbox/sb-1/process/session/tether-") == 1);
+}
+
+TEST_CASE("a log stream cut mid-line is reopened and its replay from byte 0 skipped: every byte once") {
+  Fixture f;
+  const std::string log = S("\x01\x01\x01line one\n\x01\x01\x01line two\n\x01\x01\x01line three\n");
+  f.fake->logs.push_back({{log.substr(0, 5), log.substr(5, 9)}, false});  // cut inside "line two"'s marker run
+  f.fake->logs.push_back({{log.substr(0, 20)}, false, milliseconds(20)});  // a replay, cut again
+  f.fake->logs.push_back({{log}, true});                                   // the whole log, then the end
+  f.fake->exit_code = 0;
+  Run(f.io, [&]() -> asio::awaitable<void> {
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await f.transport->Exec(Cat());
+    REQUIRE(ch.ok());
+    CHECK(co_await ReadAll(**ch) == "line one\nline two\nline three\n");
+    CHECK((*ch)->exit_code() == std::optional<int>(0));
+    CHECK(absl::StrContains((*ch)->Diagnostics(), "reopened 2 times"));
+  });
+  CHECK(f.fake->ws_connections == 3);
+}
+
+TEST_CASE("input goes as complete lines in JSON strings; a partial line waits for its newline") {
+  Fixture f;
+  f.fake->logs.push_back({{}, true, milliseconds(300)});
+  f.fake->exit_code = 0;
+  Run(f.io, [&]() -> asio::awaitable<void> {
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await f.transport->Exec(Cat());
+    REQUIRE(ch.ok());
+    CHECK((co_await (*ch)->Write("~T1>one|00\n~T1>tw")).ok());
+    co_await Sleep(milliseconds(50));
+    CHECK((co_await (*ch)->Write("o|00\n")).ok());
+    co_await Sleep(milliseconds(50));
+    CHECK(!(co_await (*ch)->Write(std::string("bad\0\n", 5))).ok());
+    (*ch)->CloseWrite();  // no EOF exists: nothing is sent
+    CHECK(co_await ReadAll(**ch) == "");
+  });
+  REQUIRE(f.fake->inputs.size() == 2);
+  CHECK(f.fake->inputs[0] == "~T1>one|00\n");
+  CHECK(f.fake->inputs[1] == "~T1>two|00\n");
+}
+
+TEST_CASE("a ReadSome cancelled while the log is silent consumes nothing; Close ends a pending read promptly") {
+  using namespace asio::experimental::awaitable_operators;
+  Fixture f;
+  f.fake->logs.push_back({{S("\x01\x01\x01late\n")}, true, milliseconds(200)});
+  f.fake->exit_code = 0;
+  Run(f.io, [&]() -> asio::awaitable<void> {
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await f.transport->Exec(Cat());
+    REQUIRE(ch.ok());
+    char buf[64];
+    std::span<char> span(buf, sizeof buf);
+    auto first = co_await ((*ch)->ReadSome(span) || Sleep(milliseconds(50)));
+    CHECK(first.index() == 1);
+    absl::StatusOr<std::size_t> n = co_await (*ch)->ReadSome(span);
+    REQUIRE(n.ok());
+    CHECK(std::string(buf, *n) == "late\n");
+    // A read that waits, ended by Close.
+    f.fake->logs.push_back({{}, true, milliseconds(5000)});
+    absl::StatusOr<std::unique_ptr<Channel>> ch2 = co_await f.transport->Exec(Cat());
+    REQUIRE(ch2.ok());
+    Channel* c2 = ch2->get();
+    asio::steady_timer closer(f.io, milliseconds(50));
+    closer.async_wait([c2](boost::system::error_code) { c2->Close(); });
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<std::size_t> r = co_await c2->ReadSome(span);
+    CHECK(!r.ok());
+    CHECK(std::chrono::steady_clock::now() - start < milliseconds(1000));
+  });
+}
+
+TEST_CASE("a refused key and an unknown sandbox are clear errors, without the key even when the server echoes it") {
+  {
+    Fixture f;
+    f.fake->sandbox_status = 404;
+    Run(f.io, [&]() -> asio::awaitable<void> {
+      absl::StatusOr<std::unique_ptr<Channel>> ch = co_await f.transport->Exec(Cat());
+      CHECK(ch.status().code() == absl::StatusCode::kNotFound);
+      CHECK(absl::StrContains(ch.status().message(), "sandbox 'sb-1' not found"));
+    });
+  }
+  {
+    Fixture f;
+    DaytonaOptions o;
+    o.sandbox_id = "sb-1";
+    o.api_url = f.fake->base + "/api";
+    o.api_key = "wrong-key-42";
+    std::shared_ptr<Transport> t = *MakeDaytonaTransport(f.io.get_executor(), o);
+    Run(f.io, [&]() -> asio::awaitable<void> {
+      absl::StatusOr<std::unique_ptr<Channel>> ch = co_await t->Exec(Cat());
+      CHECK(ch.status().code() == absl::StatusCode::kUnauthenticated);
+      CHECK(absl::StrContains(ch.status().message(), "DAYTONA_API_KEY"));
+      CHECK(!absl::StrContains(ch.status().message(), "wrong-key-42"));
+    });
+  }
+}
+
+TEST_CASE("without toolboxProxyUrl the API's /toolbox-proxy-url is asked, once") {
+  Fixture f;
+  f.fake->proxy_url_in_dto = false;
+  f.fake->logs.push_back({{S("\x01\x01\x01ok\n")}, true});
+  f.fake->exit_code = 0;
+  Run(f.io, [&]() -> asio::awaitable<void> {
+    for (int i = 0; i < 2; ++i) {
+      absl::StatusOr<std::unique_ptr<Channel>> ch = co_await f.transport->Exec(Cat());
+      REQUIRE(ch.ok());
+      CHECK(co_await ReadAll(**ch) == "ok\n");
+    }
+  });
+  CHECK(f.Count("GET /api/sandbox/sb-1/toolbox-proxy-url") == 1);
+  CHECK(f.Count("GET /api/sandbox/sb-1") == 2);  // the sandbox and its proxy URL
 }
 
 }  // namespace

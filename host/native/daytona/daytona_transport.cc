@@ -41,7 +41,6 @@ constexpr std::chrono::milliseconds kUploadTimeout{300000};  // one bulk upload
 constexpr std::size_t kCheckFirstBytes = 64 * 1024;       // larger files: ask whether they are there first
 constexpr std::size_t kDiagnosticsBytes = 4096;           // the stderr tail kept for messages
 constexpr std::size_t kMaxQueuedInput = 1u << 20;         // input queued behind the POST under way
-constexpr std::size_t kMaxOutputBuffered = 4u << 20;      // demultiplexed stdout not yet read
 
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
@@ -185,7 +184,7 @@ struct ReadState {
   std::unique_ptr<net::WebSocket> ws;
   daytona::LogDemuxer demux;
   std::uint64_t skip = 0;  // bytes of a replay already read before
-  std::string out;         // stdout not yet read
+  std::string out;         // stdout not yet read: at most one message (max_message)
   std::size_t out_head = 0;
   std::string err;         // the stderr tail
   bool eof = false;
@@ -298,9 +297,6 @@ asio::awaitable<absl::StatusOr<std::size_t>> ReadLog(std::shared_ptr<SharedChann
     r.demux.Feed(data, &r.out, &r.err);
     if (r.out.size() > before) r.reopens_in_a_row = 0;
     if (r.err.size() > 2 * kDiagnosticsBytes) r.err.erase(0, r.err.size() - kDiagnosticsBytes);
-    if (r.out.size() - r.out_head > kMaxOutputBuffered) {
-      co_return absl::ResourceExhaustedError("daytona: more output buffered than the reader takes");
-    }
   }
 }
 

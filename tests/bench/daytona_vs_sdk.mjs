@@ -18,7 +18,9 @@ const { Daytona } = require('@daytonaio/sdk');
 const statsUrl = new URL('/_emulator/stats', apiUrl).href;
 
 const kRandom = `head -c ${bytes} /dev/urandom`;
-const kText = `yes 'tether compressible output line 0123456789' | head -c ${bytes}`;
+// 1 KiB lines: the SDK's demultiplexer copies its buffer per marker, so
+// short lines would measure that alone (48-byte lines: 0.2 MB/s).
+const kText = `yes "$(head -c 1023 /dev/zero | tr '\\0' t)" | head -c ${bytes}`;
 const kStream = 'i=0; while [ $i -lt 200 ]; do echo "line $i"; i=$((i+1)); sleep 0.02; done';
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -82,7 +84,10 @@ async function counted(fn, cmd) {
 
 async function side(fn, cmd, n) {
   const rs = [];
-  for (let i = 0; i < n; i++) rs.push(await counted(fn, cmd));
+  for (let i = 0; i < n; i++) {
+    rs.push(await counted(fn, cmd));
+    process.stderr.write(`${fn.name} ${cmd.slice(0, 40)}: ${JSON.stringify(rs[rs.length - 1])}\n`);
+  }
   return rs;
 }
 

@@ -6,7 +6,7 @@
 #     input data) per byte of child output
 #   - native requests (REST calls and WebSocket upgrades) per second of a
 #     process that streams a line every 20 ms for ~4 s
-#   - throughput of 64 MiB of random and of compressible (text) output
+#   - throughput of 64 MiB of random and of compressible output (1 KiB text lines)
 #     (the SDK receives the random bytes mangled: it is text only)
 # Prints one JSON line with both sides' figures and the ratios (tether / SDK).
 #

@@ -5,6 +5,7 @@
 #include "tether/command_transport.h"
 #include "tether/local_transport.h"
 #include "host/native/boat/boat_transport.h"
+#include "host/native/daytona/daytona_transport.h"
 #include "host/native/docker/docker_transport.h"
 #include "host/native/e2b/e2b_transport.h"
 #include "host/native/kubernetes/kubernetes_transport.h"
@@ -195,6 +196,26 @@ absl::StatusOr<std::shared_ptr<Transport>> MakeRunloop(boost::asio::any_io_execu
   return MakeRunloopTransport(std::move(ex), std::move(copy));
 }
 
+absl::StatusOr<std::any> ParseDaytona(const ProviderFlags& flags) {
+  DaytonaOptions o;
+  for (const auto& [flag, value] : flags) {
+    if (flag == "--sandbox") o.sandbox_id = value;
+    if (flag == "--endpoint") o.api_url = value;
+    if (flag == "--ca-file") o.ca_file = value;
+  }
+  if (o.sandbox_id.empty()) return absl::InvalidArgumentError("--provider daytona needs --sandbox ID");
+  return std::any(std::move(o));
+}
+
+absl::StatusOr<std::shared_ptr<Transport>> MakeDaytona(boost::asio::any_io_executor ex, const std::any& parsed,
+                                                       const ProviderHooks& hooks) {
+  const DaytonaOptions* o = std::any_cast<DaytonaOptions>(&parsed);
+  if (o == nullptr) return absl::InvalidArgumentError("daytona: options not made by its parser");
+  DaytonaOptions copy = *o;
+  if (hooks.upload_progress) copy.upload_progress = hooks.upload_progress;
+  return MakeDaytonaTransport(std::move(ex), std::move(copy));
+}
+
 std::vector<ProviderInfo> MakeRegistry() {
   std::vector<ProviderInfo> r;
   r.push_back(ProviderInfo{
@@ -280,6 +301,17 @@ std::vector<ProviderInfo> MakeRegistry() {
       false,
       ParseRunloop,
       MakeRunloop});
+  r.push_back(ProviderInfo{
+      "daytona",
+      "a Daytona sandbox through its toolbox's session processes (text\n"
+      "only: the text tunnel); the key comes from DAYTONA_API_KEY (or\n"
+      "DAYTONA_JWT_TOKEN with DAYTONA_ORGANIZATION_ID), never a flag",
+      {{"--sandbox", "the sandbox id or name, required"},
+       {"--endpoint", "the API URL (default $DAYTONA_API_URL, else https://app.daytona.io/api)"},
+       {"--ca-file", "a PEM CA file trusted besides the system's (API and toolbox)"}},
+      false,
+      ParseDaytona,
+      MakeDaytona});
   return r;
 }
 

@@ -36,6 +36,10 @@
 #   runloop-exchange  the runloop provider on an emulator where sending stdin
 #             kills the execution (--stdin-kills): tether must detect it and
 #             run the exchange tunnel over the synchronous execute
+#   daytona   the daytona provider against the Daytona emulator
+#             (tests/emulators/daytona.mjs) over TLS: text only, so the text tunnel
+#   daytona-faults  the same with the emulator cutting log streams mid-line,
+#             answering 5xx, stalling 1-3 s and echoing input (seeded)
 #   kubernetes         the native kubernetes provider against the API server
 #                      emulator (tests/emulators/kubernetes.mjs) over TLS, with
 #                      the kubeconfig it wrote
@@ -191,6 +195,26 @@ case $target in
       "$(grep -c 'stream ends with 408' "$work/runloop/requests.log" || true) streams ended with 408"
     kill -TERM "$runloop_pid" 2>/dev/null || true
     wait "$runloop_pid" 2>/dev/null || true
+    exit $status
+    ;;
+  daytona|daytona-faults)
+    # shellcheck source=../lib/daytona_emulator.sh
+    source "$(dirname "${BASH_SOURCE[0]}")/../lib/daytona_emulator.sh"
+    args=(--tls)
+    [[ $target == daytona ]] || args+=(--force-echo --faults seed=1,cut=0.01,http5xx=0.03,slow=0.01)
+    rc=0
+    start_daytona_emulator "$work/daytona" "${args[@]}" || rc=$?
+    [[ -z ${daytona_pid:-} ]] || pids+=("$daytona_pid")
+    [[ $rc -ne 77 ]] || skip "cannot run the Daytona emulator here"
+    [[ $rc -eq 0 ]] || exit 1
+    mapfile -t flags < <(daytona_flags)
+    status=0
+    "$tether" conformance "${flags[@]}" || status=$?
+    [[ $status -eq 0 ]] || tail -c 3000 "$work/daytona/emulator.log" "$work/daytona/requests.log" >&2
+    echo "daytona emulator: $(grep -c ' -> ' "$work/daytona/requests.log" || true) requests," \
+      "$(grep -c 'FAULT' "$work/daytona/requests.log" || true) faults injected"
+    kill -TERM "$daytona_pid" 2>/dev/null || true
+    wait "$daytona_pid" 2>/dev/null || true
     exit $status
     ;;
   kubernetes|kubernetes-faults|kubernetes-v4)

@@ -11,6 +11,7 @@
 #include "tether/local_transport.h"
 #include "host/native/boat/boat_transport.h"
 #include "host/native/runloop/runloop_transport.h"
+#include "host/native/daytona/daytona_transport.h"
 #include "host/native/docker/docker_transport.h"
 
 namespace tether {
@@ -202,6 +203,24 @@ TEST_CASE("runloop takes --devbox, --endpoint, --ca-file and --runloop-exec; the
   REQUIRE(!bad.ok());
   CHECK(std::string(bad.status().message()).find("auto, stream or exchange") != std::string::npos);
   CHECK(!ParseProviderFlags(runloop, {{"--devbox", "d"}, {"--sandbox", "s"}}).ok());
+}
+
+TEST_CASE("daytona takes --sandbox, --endpoint and --ca-file; the sandbox is required, the key never a flag") {
+  const ProviderInfo& daytona = **FindProvider("daytona");
+  CHECK(!daytona.same_machine);
+  absl::StatusOr<std::any> d = ParseProviderFlags(
+      daytona, {{"--sandbox", "sb-1"}, {"--endpoint", "https://api.example.com/api"}, {"--ca-file", "/etc/ca.pem"}});
+  REQUIRE(d.ok());
+  const DaytonaOptions* o = std::any_cast<DaytonaOptions>(&*d);
+  REQUIRE(o != nullptr);
+  CHECK(o->sandbox_id == "sb-1");
+  CHECK(o->api_url == "https://api.example.com/api");
+  CHECK(o->ca_file == "/etc/ca.pem");
+  CHECK(o->api_key.empty());  // from DAYTONA_API_KEY, never from flags
+  absl::StatusOr<std::any> none = ParseProviderFlags(daytona, {{"--endpoint", "https://api.example.com"}});
+  REQUIRE(!none.ok());
+  CHECK(std::string(none.status().message()).find("--sandbox") != std::string::npos);
+  CHECK(!ParseProviderFlags(daytona, {{"--sandbox", "sb-1"}, {"--pod", "p"}}).ok());
 }
 
 TEST_CASE("SplitShellWords quotes like a shell") {

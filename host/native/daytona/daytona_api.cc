@@ -1,0 +1,260 @@
+#include "host/native/daytona/daytona_api.h"
+
+#include <boost/json.hpp>
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "tether/errors.h"
+#include "tether/shell_setup.h"
+
+namespace tether::daytona {
+
+namespace json = boost::json;
+
+namespace {
+
+// (Debian's absl has a string_view of its own.)
+absl::string_view A(std::string_view s) { return {s.data(), s.size()}; }
+
+absl::Status Protocol(std::string_view what, std::string_view detail) {
+  return MakeError(ErrorCode::kProtocol, absl::StrCat("daytona: ", std::string(what), " ", std::string(detail)));
+}
+
+// Well-formed UTF-8 (no overlongs, no surrogates, at most U+10FFFF).
+bool ValidUtf8(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    int n = 0;
+    unsigned lo = 0x80, hi = 0xbf;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xc2 && c <= 0xdf) {
+      n = 1;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      n = 2;
+      if (c == 0xe0) lo = 0xa0;
+      if (c == 0xed) hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      n = 3;
+      if (c == 0xf0) lo = 0x90;
+      if (c == 0xf4) hi = 0x8f;
+    } else {
+      return false;
+    }
+    for (int k = 1; k <= n; ++k) {
+      if (i + k >= s.size()) return false;
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xbf)) return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
+// Parses `body` as a JSON object (what names the answer in errors).
+absl::StatusOr<json::object> Object(std::string_view body, std::string_view what) {
+  if (body.size() > kMaxAnswerBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("daytona: ", std::string(what), " has ", body.size(),
+                                                     " bytes, above the limit of ", kMaxAnswerBytes));
+  }
+  boost::system::error_code ec;
+  json::value v = json::parse(json::string_view(body.data(), body.size()), ec);
+  if (ec) return Protocol(what, absl::StrCat("is not JSON (", ec.message(), ")"));
+  if (!v.is_object()) return Protocol(what, "is not a JSON object");
+  return std::move(v.get_object());
+}
+
+// A string field: "" when absent or null; an error when another type.
+absl::StatusOr<std::string> StringField(const json::object& o, const char* key, std::string_view what) {
+  const json::value* f = o.if_contains(key);
+  if (f == nullptr || f->is_null()) return std::string();
+  if (!f->is_string()) return Protocol(what, absl::StrCat("has a ", key, " that is not a string"));
+  return std::string(f->get_string().data(), f->get_string().size());
+}
+
+bool IdChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+         c == '.';
+}
+
+}  // namespace
+
+absl::StatusOr<SandboxView> ParseSandbox(std::string_view body) {
+  constexpr std::string_view kWhat = "the sandbox (GET /sandbox/{id})";
+  absl::StatusOr<json::object> o = Object(body, kWhat);
+  if (!o.ok()) return o.status();
+  SandboxView v;
+  for (const auto& [key, out] : {std::pair<const char*, std::string*>{"id", &v.id},
+                                 std::pair<const char*, std::string*>{"state", &v.state},
+                                 std::pair<const char*, std::string*>{"toolboxProxyUrl", &v.toolbox_proxy_url}}) {
+    absl::StatusOr<std::string> s = StringField(*o, key, kWhat);
+    if (!s.ok()) return s.status();
+    *out = *std::move(s);
+  }
+  return v;
+}
+
+absl::StatusOr<std::string> ParseProxyUrl(std::string_view body) {
+  constexpr std::string_view kWhat = "the toolbox proxy URL answer";
+  absl::StatusOr<json::object> o = Object(body, kWhat);
+  if (!o.ok()) return o.status();
+  absl::StatusOr<std::string> url = StringField(*o, "url", kWhat);
+  if (!url.ok()) return url.status();
+  if (url->empty()) return Protocol(kWhat, "has no url");
+  return url;
+}
+
+absl::StatusOr<std::string> ParseExecAnswer(std::string_view body) {
+  constexpr std::string_view kWhat = "the exec answer";
+  absl::StatusOr<json::object> o = Object(body, kWhat);
+  if (!o.ok()) return o.status();
+  absl::StatusOr<std::string> id = StringField(*o, "cmdId", kWhat);
+  if (!id.ok()) return id.status();
+  if (id->empty()) return Protocol(kWhat, "has no cmdId");
+  if (id->size() > 256 || !std::all_of(id->begin(), id->end(), IdChar) ||
+      id->find_first_not_of('.') == std::string::npos) {
+    return Protocol(kWhat, "has a cmdId that is not 1-256 characters of [A-Za-z0-9._-] (and not dots only)");
+  }
+  return id;
+}
+
+absl::StatusOr<std::optional<int>> ParseCommandAnswer(std::string_view body) {
+  constexpr std::string_view kWhat = "the command answer";
+  absl::StatusOr<json::object> o = Object(body, kWhat);
+  if (!o.ok()) return o.status();
+  const json::value* code = o->if_contains("exitCode");
+  if (code == nullptr || code->is_null()) return std::optional<int>();
+  std::int64_t n = 0;
+  if (code->is_int64()) {
+    n = code->get_int64();
+  } else if (code->is_uint64()) {
+    n = code->get_uint64() > 255 ? 256 : static_cast<std::int64_t>(code->get_uint64());
+  } else if (code->is_double() && std::fabs(code->get_double()) <= 1e6 &&
+             code->get_double() == std::floor(code->get_double())) {
+    n = static_cast<std::int64_t>(code->get_double());
+  } else {
+    return Protocol(kWhat, "has an exitCode that is not an integer");
+  }
+  if (n < 0 || n > 255) return Protocol(kWhat, absl::StrCat("has an exitCode out of 0..255 (", n, ")"));
+  return std::optional<int>(static_cast<int>(n));
+}
+
+std::string ToolboxBase(std::string_view proxy_url, std::string_view sandbox_id) {
+  std::string base(proxy_url);
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  return absl::StrCat(base, "/", std::string(sandbox_id));
+}
+
+absl::StatusOr<std::string> CommandLine(const std::vector<std::string>& argv) {
+  if (argv.empty()) return absl::InvalidArgumentError("daytona: exec with an empty argv");
+  std::string line;
+  for (const std::string& a : argv) {
+    if (a.find('\0') != std::string::npos || !ValidUtf8(a)) {
+      return absl::InvalidArgumentError(
+          "daytona: an argument has a NUL byte or invalid UTF-8 (the toolbox takes the command as a JSON string)");
+    }
+    if (!line.empty()) line.push_back(' ');
+    line += ShellQuote(a);
+  }
+  return line;
+}
+
+std::string SessionRequestJson(std::string_view session_id) {
+  json::object o;
+  o["sessionId"] = json::string_view(session_id.data(), session_id.size());
+  return json::serialize(o);
+}
+
+absl::StatusOr<std::string> ExecRequestJson(std::string_view command) {
+  if (!ValidUtf8(command) || command.find('\0') != std::string_view::npos) {
+    return absl::InvalidArgumentError("daytona: the command line is not valid UTF-8 without NUL");
+  }
+  json::object o;
+  o["command"] = json::string_view(command.data(), command.size());
+  o["runAsync"] = true;
+  o["suppressInputEcho"] = true;
+  return json::serialize(o);
+}
+
+absl::StatusOr<std::string> InputRequestJson(std::string_view text) {
+  if (text.size() > kMaxInputBytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("daytona: input of ", text.size(), " bytes is above the limit of ", kMaxInputBytes));
+  }
+  if (!ValidUtf8(text) || text.find('\0') != std::string_view::npos) {
+    return absl::InvalidArgumentError(
+        "daytona: input must be text (valid UTF-8 without NUL): the toolbox takes it as a JSON string");
+  }
+  json::object o;
+  o["data"] = json::string_view(text.data(), text.size());
+  return json::serialize(o);
+}
+
+std::string BulkUploadBody(std::string_view path, std::string_view bytes, std::string_view boundary) {
+  std::string b;
+  b.reserve(bytes.size() + path.size() + 4 * boundary.size() + 256);
+  absl::StrAppend(&b, "--", A(boundary), "\r\nContent-Disposition: form-data; name=\"files[0].path\"\r\n\r\n",
+                  A(path), "\r\n");
+  std::string_view base = path.substr(path.rfind('/') == std::string_view::npos ? 0 : path.rfind('/') + 1);
+  absl::StrAppend(&b, "--", A(boundary), "\r\nContent-Disposition: form-data; name=\"files[0].file\"; filename=\"",
+                  A(base), "\"\r\nContent-Type: application/octet-stream\r\n\r\n");
+  b.append(bytes);
+  absl::StrAppend(&b, "\r\n--", A(boundary), "--\r\n");
+  return b;
+}
+
+void LogDemuxer::Emit(char c, std::string* out, std::string* err) {
+  if (cur_ == Stream::kOut) out->push_back(c);
+  if (cur_ == Stream::kErr) err->push_back(c);
+}
+
+void LogDemuxer::Feed(std::string_view chunk, std::string* out, std::string* err) {
+  consumed_ += chunk.size();
+  for (char c : chunk) {
+    if (c != '\x01' && c != '\x02') {
+      for (char h : held_) Emit(h, out, err);
+      held_.clear();
+      Emit(c, out, err);
+      continue;
+    }
+    if (!held_.empty() && held_[0] != c) {
+      for (char h : held_) Emit(h, out, err);
+      held_.clear();
+    }
+    held_.push_back(c);
+    if (held_.size() == 3) {
+      cur_ = c == '\x01' ? Stream::kOut : Stream::kErr;
+      held_.clear();
+    }
+  }
+}
+
+bool RetryableHttpStatus(int status) { return status == 429 || status == 502 || status == 503 || status == 504; }
+
+absl::Status HttpFailure(const net::Response& r, std::string_view what, std::string_view sandbox_id) {
+  const absl::Status st = net::HttpError(r, what);
+  const std::string id(sandbox_id);
+  if (r.status == 401 || r.status == 403) {
+    return absl::Status(st.code(), absl::StrCat("daytona: the API key (DAYTONA_API_KEY) was refused for sandbox '",
+                                                id, "' (", st.message(), ")"));
+  }
+  if (r.status == 404) return absl::NotFoundError(absl::StrCat("daytona: ", st.message()));
+  if (r.status == 408 || r.status == 429 || r.status >= 500) {
+    return absl::UnavailableError(absl::StrCat("daytona: ", st.message()));
+  }
+  return absl::Status(st.code(), absl::StrCat("daytona: ", st.message()));
+}
+
+absl::Status Scrub(const absl::Status& st, std::string_view key) {
+  if (key.empty() || !absl::StrContains(st.message(), A(key))) return st;
+  absl::Status out(st.code(), absl::StrReplaceAll(st.message(), {{A(key), "<DAYTONA_API_KEY>"}}));
+  st.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+  return out;
+}
+
+}  // namespace tether::daytona

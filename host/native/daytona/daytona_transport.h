@@ -1,0 +1,91 @@
+// The `daytona` provider: a Daytona sandbox through the toolbox's session
+// processes. Each Exec is one session (POST /process/session) running the
+// command with runAsync; its stdin is POST .../command/{cid}/input (a JSON
+// string), its stdout the follow-logs WebSocket, its exit GET
+// .../command/{cid}. Text only both ways, no stdin EOF: the host runs the
+// text tunnel (armored lines, host/tunnel/choose.h) over it.
+//
+//   DaytonaOptions o;
+//   o.sandbox_id = "my-sandbox";      // the key comes from DAYTONA_API_KEY
+//   absl::StatusOr<std::shared_ptr<Transport>> t = MakeDaytonaTransport(ex, o);
+//   if (!t.ok()) return t.status();
+//   auto p = co_await Process::Start(*t, {.argv = {"/bin/cat"}});
+//
+// Why the duplex-text tunnel and not the exchange one (one synchronous exec
+// per poll): the toolbox streams a command's output while it runs (the log
+// WebSocket) and takes its input while it runs, so one bridge command
+// carries the whole attachment: output arrives as the child writes it, in
+// WebSocket messages of up to 64 KiB of log, with no request per round
+// trip, and the host's input costs one POST per batch of frames (writes
+// queued while one is under way go together). An exchange poll would be at
+// least three toolbox calls (a session, a synchronous exec that returns the
+// output, its deletion) per round trip, each answer capped by the poll.
+// Measured through tests/emulators/daytona.mjs (tests/bench/daytona_vs_sdk.sh,
+// 2026-12-02, 2 loaded cores, one run): 64 MiB of random output at 18.5 MB/s
+// in 425 requests (1.26 bytes on the channel per byte), 64 MiB of text at
+// 22 MB/s in 557 requests (0.01 bytes per byte: zstd); the cost is on
+// trickling output, where every frame is acknowledged by one input POST
+// (31 requests/s for a line every 20 ms, 13 bytes per byte of 8-byte lines).
+//
+// FACTS (PROVIDERS.md, EMULATORS.md, checked against @daytonaio/sdk 0.218.0):
+//   - Auth: Authorization: Bearer $DAYTONA_API_KEY (or $DAYTONA_JWT_TOKEN
+//     with X-Daytona-Organization-ID: $DAYTONA_ORGANIZATION_ID); the API URL
+//     is $DAYTONA_API_URL, else $DAYTONA_SERVER_URL, else
+//     https://app.daytona.io/api (the SDK's order and default).
+//   - GET {api}/sandbox/{id} -> {id, state, toolboxProxyUrl?}; without
+//     toolboxProxyUrl, GET {api}/sandbox/{id}/toolbox-proxy-url -> {url}.
+//     The toolbox base is toolboxProxyUrl + "/" + id.
+//   - POST /process/session {sessionId}; POST /process/session/{sid}/exec
+//     {command, runAsync: true, suppressInputEcho} -> {cmdId};
+//     POST .../command/{cid}/input {data} (a newline appended when missing;
+//     echoed into the log unless suppressed); GET .../command/{cid} ->
+//     {exitCode?}; DELETE /process/session/{sid} kills its processes.
+//   - GET .../command/{cid}/logs?follow=true is a WebSocket that replays the
+//     log from byte 0 on every connect and closes (1000) after the end;
+//     lines are prefixed 01 01 01 (stdout) or 02 02 02 (stderr), NUL is
+//     dropped, a newline added; marker-like bytes in output switch streams.
+//   - An async command never sees stdin EOF.
+//   - POST /files/bulk-upload: multipart files[0].path, files[0].file.
+// ASSUMPTIONS (ours, not checked against the real service):
+//   - One session per Exec, deleted on Close (a session's shell may run its
+//     commands one after another, so a long bridge must not share one).
+//   - A reconnect of the log stream sees the same bytes again (append-only
+//     log), so the bytes already read are skipped by count; a stream cut
+//     after more than kMaxReplayBytes, or cut too often, fails the channel
+//     instead (the tunnel reattaches through a new bridge, losing nothing).
+//   - 429/502/503/504 mean the call did not run (retried); other errors are
+//     as net::HttpError maps them: 401/403 a refused key, 404 not found.
+//   - Input may still be echoed (a daemon that ignores suppressInputEcho):
+//     the armor's direction markers keep echoed lines from being read as
+//     the supervisor's frames.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "tether/transport.h"
+
+namespace tether {
+
+struct DaytonaOptions {
+  std::string sandbox_id;  // required: the sandbox id or name ([A-Za-z0-9._-], at most 128)
+  std::string api_url;     // empty: $DAYTONA_API_URL, else $DAYTONA_SERVER_URL, else the public API
+  std::string ca_file;     // a PEM CA trusted besides the system's (API and toolbox)
+  // Empty: $DAYTONA_API_KEY, else $DAYTONA_JWT_TOKEN. Never from argv; never in a message.
+  std::string api_key;
+  // Sent as X-Daytona-Organization-ID with a JWT; empty: $DAYTONA_ORGANIZATION_ID.
+  std::string organization_id;
+  // Called as an upload proceeds (bytes sent, total).
+  std::function<void(std::size_t, std::size_t)> upload_progress;
+};
+
+// Checks the options (a sandbox id, a URL that parses, a key) and makes the
+// transport; nothing is contacted until its first call.
+absl::StatusOr<std::shared_ptr<Transport>> MakeDaytonaTransport(boost::asio::any_io_executor ex,
+                                                                DaytonaOptions options);
+
+}  // namespace tether

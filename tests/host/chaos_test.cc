@@ -4,10 +4,15 @@
 //
 //   chaos_test [--seeds N] [--first S] [--parallel P]   seeds S..S+N-1
 //   chaos_test --seed S                                 replay one seed
+//   chaos_test --provider NAME [PROVIDER FLAGS] [...]   over that provider
 //
-// Even seeds use the text tunnel (every fault), odd seeds the binary tunnel
-// (cut, delay, truncate); odd seeds with seed % 4 == 3 run without
-// reconnecting. Each run either gets every byte exactly once with the true
+// Over the local provider (the default), even seeds use the text tunnel
+// (every fault), odd seeds the binary tunnel (cut, delay, truncate). Over
+// another provider (an emulator of a native API, as tests/host/
+// chaos_provider.sh runs it) every seed uses the tunnel that provider's
+// channel gets, with the faults that tunnel must survive, reconnecting.
+//
+// Odd local seeds with seed % 4 == 3 run without reconnecting. Each run either gets every byte exactly once with the true
 // exit code, or reports honestly: OUTCOME_UNKNOWN or UNAVAILABLE from a call,
 // output_gap for skipped bytes. Never a wrong byte, a duplicate, a guessed
 // exit code, or a hang past the run's deadline. Every output chunk is checked
@@ -24,12 +29,15 @@
 #include <deque>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "tether/errors.h"
 #include "tether/local_transport.h"
 #include "tether/process.h"
+#include "tether/providers.h"
+#include "host/tunnel/choose.h"
 #include "tests/host/chaos_transport.h"
 #include "tests/host/proc_util.h"
 
@@ -67,6 +75,16 @@ std::string CodeName(const absl::Status& st) { return std::string(tether::ErrorC
 
 std::string Describe(const absl::Status& st) {
   return absl::StrCat(CodeName(st), " (", std::string(st.message().substr(0, 160)), ")");
+}
+
+const char* ModeName(tether::TunnelMode m) {
+  switch (m) {
+    case tether::TunnelMode::kBinary: return "binary";
+    case tether::TunnelMode::kText: return "text";
+    case tether::TunnelMode::kExchange: return "exchange";
+    case tether::TunnelMode::kDirect: return "direct";
+  }
+  return "?";
 }
 
 // An error a faulty channel may honestly cause.
@@ -161,7 +179,9 @@ awaitable<std::string> RunBody(tether::Transport& chaos, Run& r, const std::stri
 }
 
 struct Context {
-  tether::Transport* local;
+  tether::Transport* local;  // the local provider, or --provider's transport
+  // Over --provider: the tunnel its channel gets, for every seed.
+  std::optional<tether::TunnelMode> fixed_mode;
   std::string supervisor_dir;
   std::deque<std::shared_ptr<ChaosTransport>> transports;  // kept until the io_context is done
   Totals totals;
@@ -170,10 +190,11 @@ struct Context {
 
 awaitable<void> RunSeed(Context& ctx, std::uint64_t seed) {
   using namespace asio::experimental::awaitable_operators;
-  const bool text = seed % 2 == 0;
-  const bool reconnect = text || seed % 4 == 1;
-  ctx.transports.push_back(std::make_shared<ChaosTransport>(
-      *ctx.local, seed, text ? tether::TunnelMode::kText : tether::TunnelMode::kBinary));
+  const tether::TunnelMode mode =
+      ctx.fixed_mode.value_or(seed % 2 == 0 ? tether::TunnelMode::kText : tether::TunnelMode::kBinary);
+  const bool text = mode != tether::TunnelMode::kBinary;
+  const bool reconnect = text || ctx.fixed_mode || seed % 4 == 1;
+  ctx.transports.push_back(std::make_shared<ChaosTransport>(*ctx.local, seed, mode));
   ChaosTransport& chaos = *ctx.transports.back();
   Run r;
   r.seed = seed;
@@ -202,7 +223,7 @@ awaitable<void> RunSeed(Context& ctx, std::uint64_t seed) {
     ++ctx.totals.failed;
     ctx.totals.failed_seeds.push_back(seed);
     std::printf("FAIL seed %llu (%s, %s): %s\n  replay: chaos_test --seed %llu\n",
-                static_cast<unsigned long long>(seed), text ? "text" : "binary",
+                static_cast<unsigned long long>(seed), ModeName(mode),
                 reconnect ? "reconnect" : "no reconnect", r.failure.c_str(), static_cast<unsigned long long>(seed));
     std::fflush(stdout);
   } else if (outcome.empty()) {
@@ -221,10 +242,16 @@ awaitable<void> Worker(Context& ctx) {
 int main(int argc, char** argv) {
   std::uint64_t first = 1, count = 1000;
   int parallel = 4;
+  std::string provider;
+  tether::ProviderFlags provider_flags;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const std::uint64_t v = std::strtoull(argv[i + 1], nullptr, 10);
-    if (flag == "--seeds") {
+    if (flag == "--provider") {
+      provider = argv[i + 1];
+    } else if (tether::IsProviderFlag(flag)) {
+      provider_flags.emplace_back(flag, argv[i + 1]);
+    } else if (flag == "--seeds") {
       count = v;
     } else if (flag == "--first") {
       first = v;
@@ -233,7 +260,9 @@ int main(int argc, char** argv) {
     } else if (flag == "--seed") {
       first = v, count = 1, parallel = 1;
     } else {
-      std::fprintf(stderr, "usage: chaos_test [--seeds N] [--first S] [--parallel P] | --seed S\n");
+      std::fprintf(stderr,
+                   "usage: chaos_test [--seeds N] [--first S] [--parallel P] | --seed S\n"
+                   "                  [--provider NAME PROVIDER-FLAGS...]\n");
       return 2;
     }
   }
@@ -248,9 +277,19 @@ int main(int argc, char** argv) {
   std::uint64_t connections = 0;
   {
     asio::io_context io;
-    auto local = tether::MakeLocalTransport(io.get_executor(), tether::LocalOptions{tmpl});
-    if (!local.ok()) return 2;
+    absl::StatusOr<std::shared_ptr<tether::Transport>> local =
+        provider.empty() ? tether::MakeLocalTransport(io.get_executor(), tether::LocalOptions{tmpl})
+                         : tether::MakeProviderTransport(io.get_executor(), provider, provider_flags);
+    if (!local.ok()) {
+      std::fprintf(stderr, "chaos_test: %s\n", std::string(local.status().message()).c_str());
+      return 2;
+    }
     ctx.local = local->get();
+    if (!provider.empty()) {
+      ctx.fixed_mode = tether::tunnel::ChooseTunnel((*local)->capabilities()).mode;
+      std::printf("chaos over --provider %s: the %s tunnel\n", provider.c_str(),
+                  ModeName(*ctx.fixed_mode));
+    }
     for (int i = 0; i < parallel; ++i) {
       asio::co_spawn(io, Worker(ctx), [](std::exception_ptr e) {
         if (e) std::rethrow_exception(e);

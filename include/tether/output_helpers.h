@@ -86,6 +86,10 @@ class OutputTail {
 // Replaces invalid UTF-8 with U+FFFD; exposed for tests.
 std::string SanitizeUtf8(std::string_view bytes);
 
+// Well-formed UTF-8: no overlongs, no surrogates, nothing past U+10FFFF, no
+// truncated character (what a JSON string carries exactly).
+bool IsValidUtf8(std::string_view bytes);
+
 // Streaming UTF-8 decoding (text output): decodes a prefix of `bytes` into at
 // most `max_text` bytes of valid UTF-8, each invalid byte becoming U+FFFD.
 // Unless `final`, a trailing incomplete character (a valid start of one) is

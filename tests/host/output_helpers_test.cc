@@ -38,6 +38,20 @@ TEST_CASE("a UTF-8 character split across chunks is joined; invalid bytes become
   CHECK(SanitizeUtf8(std::string("a\0b", 3)) == std::string("a\0b", 3));          // NUL is valid UTF-8
 }
 
+TEST_CASE("IsValidUtf8 accepts well-formed UTF-8 only") {
+  CHECK(IsValidUtf8(""));
+  CHECK(IsValidUtf8(std::string("a\0b", 3)));
+  CHECK(IsValidUtf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf"));  // up to U+10FFFF
+  CHECK_FALSE(IsValidUtf8("\xff"));
+  CHECK_FALSE(IsValidUtf8("\xc0\xaf"));          // overlong '/'
+  CHECK_FALSE(IsValidUtf8("\xe0\x80\xaf"));      // overlong, three bytes
+  CHECK_FALSE(IsValidUtf8("\xed\xa0\x80"));      // a surrogate
+  CHECK_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));  // past U+10FFFF
+  CHECK_FALSE(IsValidUtf8("caf\xc3"));            // truncated at the end
+  CHECK_FALSE(IsValidUtf8("\xe2\x82"));
+  CHECK_FALSE(IsValidUtf8("\x80"));               // a lone continuation byte
+}
+
 TEST_CASE("stdout and stderr are split into lines separately") {
   auto lines = ReadLines({Out("o1 ", StreamId::kStdout), Out("e1\ne2", StreamId::kStderr),
                           Out("still o1\n", StreamId::kStdout)});

@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "tether/output_helpers.h"
 #include "absl/strings/str_replace.h"
 #include "tether/errors.h"
 #include "tether/shell_setup.h"
@@ -22,40 +23,6 @@ absl::string_view A(std::string_view s) { return {s.data(), s.size()}; }
 
 absl::Status Protocol(std::string_view what) {
   return MakeError(ErrorCode::kProtocol, absl::StrCat("boat: the command's answer ", std::string(what)));
-}
-
-// Well-formed UTF-8 (no overlongs, no surrogates, at most U+10FFFF): what a
-// JSON string may carry.
-bool ValidUtf8(std::string_view s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    int n = 0;
-    unsigned lo = 0x80, hi = 0xbf;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if (c >= 0xc2 && c <= 0xdf) {
-      n = 1;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      n = 2;
-      if (c == 0xe0) lo = 0xa0;
-      if (c == 0xed) hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      n = 3;
-      if (c == 0xf0) lo = 0x90;
-      if (c == 0xf4) hi = 0x8f;
-    } else {
-      return false;
-    }
-    for (int k = 1; k <= n; ++k) {
-      if (i + k >= s.size()) return false;
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xbf)) return false;
-    }
-    i += n + 1;
-  }
-  return true;
 }
 
 }  // namespace
@@ -77,7 +44,7 @@ absl::StatusOr<std::string> CommandRequestJson(std::string_view command, int tim
     return absl::InvalidArgumentError(absl::StrCat("boat: a command timeout is 1..", kMaxTimeoutSeconds,
                                                    " seconds (Boat's cap), not ", timeout_seconds));
   }
-  if (!ValidUtf8(command)) {
+  if (!IsValidUtf8(command)) {
     return absl::InvalidArgumentError("boat: the command line is not valid UTF-8 (Boat's API takes JSON strings)");
   }
   json::object o;
@@ -91,7 +58,7 @@ absl::StatusOr<std::string> FileRequestJson(std::string_view path, std::string_v
     return absl::InvalidArgumentError(absl::StrCat("boat: a file path must be absolute, not '",
                                                    absl::CHexEscape(A(path.substr(0, 256))), "'"));
   }
-  if (path.size() > kMaxSandboxPath || path.find('\0') != std::string_view::npos || !ValidUtf8(path)) {
+  if (path.size() > kMaxSandboxPath || path.find('\0') != std::string_view::npos || !IsValidUtf8(path)) {
     return absl::InvalidArgumentError("boat: a file path must be valid UTF-8 without NUL, at most 4096 bytes");
   }
   if (bytes.size() > kMaxFileBytes) {

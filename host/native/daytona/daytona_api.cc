@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "tether/output_helpers.h"
 #include "absl/strings/str_replace.h"
 #include "tether/errors.h"
 #include "tether/shell_setup.h"
@@ -21,39 +22,6 @@ absl::string_view A(std::string_view s) { return {s.data(), s.size()}; }
 
 absl::Status Protocol(std::string_view what, std::string_view detail) {
   return MakeError(ErrorCode::kProtocol, absl::StrCat("daytona: ", std::string(what), " ", std::string(detail)));
-}
-
-// Well-formed UTF-8 (no overlongs, no surrogates, at most U+10FFFF).
-bool ValidUtf8(std::string_view s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    int n = 0;
-    unsigned lo = 0x80, hi = 0xbf;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if (c >= 0xc2 && c <= 0xdf) {
-      n = 1;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      n = 2;
-      if (c == 0xe0) lo = 0xa0;
-      if (c == 0xed) hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      n = 3;
-      if (c == 0xf0) lo = 0x90;
-      if (c == 0xf4) hi = 0x8f;
-    } else {
-      return false;
-    }
-    for (int k = 1; k <= n; ++k) {
-      if (i + k >= s.size()) return false;
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xbf)) return false;
-    }
-    i += n + 1;
-  }
-  return true;
 }
 
 // Parses `body` as a JSON object (what names the answer in errors).
@@ -154,7 +122,7 @@ absl::StatusOr<std::string> CommandLine(const std::vector<std::string>& argv) {
   if (argv.empty()) return absl::InvalidArgumentError("daytona: exec with an empty argv");
   std::string line;
   for (const std::string& a : argv) {
-    if (a.find('\0') != std::string::npos || !ValidUtf8(a)) {
+    if (a.find('\0') != std::string::npos || !IsValidUtf8(a)) {
       return absl::InvalidArgumentError(
           "daytona: an argument has a NUL byte or invalid UTF-8 (the toolbox takes the command as a JSON string)");
     }
@@ -171,7 +139,7 @@ std::string SessionRequestJson(std::string_view session_id) {
 }
 
 absl::StatusOr<std::string> ExecRequestJson(std::string_view command) {
-  if (!ValidUtf8(command) || command.find('\0') != std::string_view::npos) {
+  if (!IsValidUtf8(command) || command.find('\0') != std::string_view::npos) {
     return absl::InvalidArgumentError("daytona: the command line is not valid UTF-8 without NUL");
   }
   json::object o;
@@ -186,7 +154,7 @@ absl::StatusOr<std::string> InputRequestJson(std::string_view text) {
     return absl::ResourceExhaustedError(
         absl::StrCat("daytona: input of ", text.size(), " bytes is above the limit of ", kMaxInputBytes));
   }
-  if (!ValidUtf8(text) || text.find('\0') != std::string_view::npos) {
+  if (!IsValidUtf8(text) || text.find('\0') != std::string_view::npos) {
     return absl::InvalidArgumentError(
         "daytona: input must be text (valid UTF-8 without NUL): the toolbox takes it as a JSON string");
   }

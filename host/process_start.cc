@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "tether/errors.h"
+#include "host/internal/cancelled.h"
 #include "host/internal/process_state.h"
 #include "host/internal/random.h"
 #include "host/reference.h"
@@ -155,10 +156,7 @@ absl::StatusOr<std::shared_ptr<Transport>> Owner(Transport& transport) {
   return owner;
 }
 
-asio::awaitable<bool> Cancelled() {
-  asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
-  co_return cs.cancelled() != asio::cancellation_type::none;
-}
+using internal::Cancelled;
 
 // Waits for `deadline`; when it passes, also closes the session, so that a
 // channel that ignores cancellation still ends its pending read (the
@@ -374,7 +372,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
     if (by_script) {
       marker = co_await internal::WriteCancelMarker(transport, launch_id);
     } else {
-      marker = co_await transport.PutFile(target.state_dir + ".cancel", "", 0600);
+      marker = co_await internal::PutCancelMarker(transport, target.state_dir + ".cancel");
     }
     co_return OutcomeUnknownError(absl::StrCat(
         "setup ",

@@ -9,6 +9,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "host/internal/cancelled.h"
 #include "tether/shell_setup.h"
 #include "tether/supervisor_binary.h"
 
@@ -24,6 +25,16 @@ constexpr auto kMarkerTimeout = std::chrono::seconds(5);  // a cancellation mark
 }  // namespace
 
 bool NotDispatched(const absl::Status& status) { return status.GetPayload(kNotDispatched).has_value(); }
+
+namespace {
+// (internal::Cancelled(): a cancellation between two native calls is only
+// recorded, so each launch and upload asks first.)
+absl::Status CancelledBetweenLaunches() {
+  absl::Status st = absl::CancelledError("the start was cancelled before the supervisor was installed");
+  st.SetPayload(kNotDispatched, absl::Cord());
+  return st;
+}
+}  // namespace
 
 // The supervisors this host can install, for the start script: every
 // architecture whose binary is at hand (or only the one the transport
@@ -64,12 +75,14 @@ asio::awaitable<absl::StatusOr<wire::Welcome>> LaunchByScript(Process::State& st
                                                               wire::Hello hello, bool* in_flight) {
   using Kind = tunnel::StartNeed::Kind;
   for (int attempt = 0;; ++attempt) {
+    if (attempt > 0 && co_await Cancelled()) co_return CancelledBetweenLaunches();
     *in_flight = true;
     absl::StatusOr<wire::Welcome> welcome = co_await state.tunnel->Launch(state.target, launch_frame, hello,
                                                                           state.session);
     std::optional<std::string> line = tunnel::StartNeedLineOf(welcome.status());
     if (!line) co_return welcome;
     *in_flight = false;  // the script answered instead of launching
+    if (co_await Cancelled()) co_return CancelledBetweenLaunches();
     absl::StatusOr<tunnel::StartNeed> need = tunnel::ParseStartNeed(*line);
     if (!need.ok()) co_return need.status();
     switch (need->kind) {
@@ -121,6 +134,7 @@ asio::awaitable<absl::StatusOr<wire::Welcome>> LaunchByScript(Process::State& st
     if (path.size() <= name.size() || path.compare(path.size() - name.size(), std::string::npos, name) != 0) {
       co_return absl::DataLossError(absl::StrCat("the sandbox named a corrupt supervisor that is not ours: ", path));
     }
+    if (co_await Cancelled()) co_return CancelledBetweenLaunches();
     absl::Status put = co_await transport.PutNewFile(path, (*image)->bytes, 0700);
     if (!put.ok()) {
       put.SetPayload(kNotDispatched, absl::Cord());
@@ -135,13 +149,22 @@ static asio::awaitable<void> CloseWhenDue(asio::steady_timer& timer, Channel& ch
   if (!ec) channel.Close();
 }
 
+asio::awaitable<absl::Status> PutCancelMarker(Transport& transport, std::string path) {
+  using namespace asio::experimental::awaitable_operators;
+  asio::steady_timer timer(transport.executor(), kMarkerTimeout);
+  auto put = co_await (transport.PutFile(std::move(path), std::string_view(), 0600) ||
+                       timer.async_wait(asio::as_tuple(asio::use_awaitable)));
+  if (put.index() == 1) co_return absl::UnavailableError("writing the cancellation marker did not finish in time");
+  co_return std::get<0>(std::move(put));
+}
+
 // Writes the cancellation marker of `launch_id` wherever a start script
 // may have put its directory: in the one root the transport names, or by a
 // script (start_script.h CancelScript) within kMarkerTimeout.
 asio::awaitable<absl::Status> WriteCancelMarker(Transport& transport, std::string launch_id) {
   using namespace asio::experimental::awaitable_operators;
   const std::string root = transport.script_overrides().private_root;
-  if (!root.empty()) co_return co_await transport.PutFile(absl::StrCat(root, "/run/", launch_id, ".cancel"), "", 0600);
+  if (!root.empty()) co_return co_await PutCancelMarker(transport, absl::StrCat(root, "/run/", launch_id, ".cancel"));
   asio::steady_timer timer(transport.executor(), kMarkerTimeout);
   std::vector<std::string> argv;
   argv.push_back("/bin/sh");

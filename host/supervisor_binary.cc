@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "host/internal/cancelled.h"
 #include "host/internal/off_loop.h"
 #include "protocol/sha256.h"
 #include "tether/protocol/version.h"
@@ -146,6 +147,9 @@ boost::asio::awaitable<absl::StatusOr<std::string>> InstallSupervisor(Transport&
   absl::StatusOr<std::shared_ptr<const SupervisorImage>> bin = co_await LoadSupervisor(info.arch);
   if (!bin.ok()) co_return bin.status();
   const std::string remote = InstallPathForHash(info, (*bin)->sha256);
+  // (Loading cannot be cancelled: a deadline that passed meanwhile is only
+  // recorded, and must stop the upload before it starts.)
+  if (co_await internal::Cancelled()) co_return absl::CancelledError("the supervisor's upload was cancelled");
   absl::Status st = co_await transport.PutFile(remote, (*bin)->bytes, 0700);
   if (!st.ok()) co_return st;
   co_return remote;

@@ -35,6 +35,10 @@ bool NotDispatched(const absl::Status& status);
 // the directory, within a bounded time of its own.
 boost::asio::awaitable<absl::Status> WriteCancelMarker(Transport& transport, std::string launch_id);
 
+// Puts the empty marker file `path` (PutFile) within the same bounded time:
+// a sandbox whose file call never answers cannot hold the caller.
+boost::asio::awaitable<absl::Status> PutCancelMarker(Transport& transport, std::string path);
+
 // The directory and binary a Welcome names, checked (the directory must
 // end in /<launch_id>), into *target.
 absl::Status TakeWelcomePaths(const wire::Welcome& w, const std::string& launch_id, tunnel::Target* target);

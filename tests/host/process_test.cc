@@ -896,14 +896,56 @@ TEST_CASE("a probe or an upload that never answers ends within the setup timeout
       SilentTransport& silent = *silent_owner;
       StartOptions o = Opts();
       o.argv = V("true");
-      o.setup_timeout_ms = 300;
+      // (Long enough for the start script to ask for the upload on a
+      // loaded machine: the deadline then passes during the upload.)
+      o.setup_timeout_ms = silent_probe ? 300 : 3000;
       const auto t0 = std::chrono::steady_clock::now();
       auto p = co_await Process::Start(silent, o);
       const auto took = std::chrono::steady_clock::now() - t0;
+      CAPTURE(p.status());
       CHECK_FALSE(p.ok());
       CHECK(ErrorCodeOf(p.status()) == ErrorCode::kUnavailable);
-      CHECK(took < std::chrono::seconds(5));
+      CHECK(took < std::chrono::milliseconds(o.setup_timeout_ms + 4000));
     }
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);
+}
+
+// A sandbox whose commands start late (the setup deadline passes while the
+// start script is in flight, so a cancellation marker must be written) and
+// whose file calls never answer (so the marker cannot be).
+class LateExecSilentFiles final : public internal::ForwardingTransport {
+ public:
+  explicit LateExecSilentFiles(Transport& inner) : ForwardingTransport(inner) {}
+  ChannelCapabilities capabilities() const override { return CapabilitiesOf(TunnelMode::kText); }
+  awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
+    asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::seconds(2));
+    auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return absl::CancelledError("exec cancelled");
+    co_return co_await inner().Exec(std::move(argv));
+  }
+  awaitable<absl::Status> PutFile(std::string, std::string_view, int) override {
+    asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::hours(1));
+    co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    co_return absl::CancelledError("put cancelled");
+  }
+};
+
+TEST_CASE("a cancellation marker that cannot be written ends the start in bounded time, outcome unknown") {
+  // Before the marker had a time limit of its own, this start never ended.
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto late = std::make_shared<LateExecSilentFiles>(t);
+    StartOptions o = Opts();
+    o.argv = V("true");
+    o.setup_timeout_ms = 300;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto p = co_await Process::Start(*late, o);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    CAPTURE(p.status());
+    CHECK_FALSE(p.ok());
+    CHECK(ErrorCodeOf(p.status()) == ErrorCode::kOutcomeUnknown);
+    CHECK(took < std::chrono::seconds(9));  // setup 0.3 s + the marker's own 5 s
   });
   CHECK(sb.LeftoverStateDirs() == 0);
 }

@@ -73,7 +73,7 @@ DEP_CFLAGS="-Os -ffunction-sections -fdata-sections"
 # What building `tether`, libtether and the supervisors needs ...
 BUILD_PACKAGES=(build-essential cmake ninja-build pkg-config
   libboost1.81-dev libboost-json1.81-dev libprotobuf-dev protobuf-compiler libzstd-dev libabsl-dev
-  libssl-dev libyaml-cpp-dev xz-utils dpkg-dev file)
+  libssl-dev libyaml-cpp-dev xz-utils dpkg-dev file libgrpc++-dev protobuf-compiler-grpc)
 # ... and what the test suite, the fuzzers and the benchmarks add. A first
 # `./dev run` (TETHER_SETUP_FOR=run) installs only the former.
 TEST_PACKAGES=(clang libclang-rt-14-dev doctest-dev qemu-user openssh-server socat python3-protobuf

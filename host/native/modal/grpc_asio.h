@@ -37,35 +37,40 @@ namespace tether::modal {
 
 // Starts a unary call: `start(done)` must begin it with `done` as its
 // completion (a std::function<void(grpc::Status)>); `ctx` must be the call's
-// context. Completes on the awaiting coroutine's executor.
+// context, a named shared_ptr of the caller (it is copied here). Completes
+// on the awaiting coroutine's executor.
 template <class Start>
-boost::asio::awaitable<grpc::Status> AwaitUnary(std::shared_ptr<grpc::ClientContext> ctx, Start start) {
+boost::asio::awaitable<grpc::Status> AwaitUnary(const std::shared_ptr<grpc::ClientContext>& ctx, Start start) {
   namespace asio = boost::asio;
   asio::any_io_executor ex = co_await asio::this_coro::executor;
-  co_return co_await asio::async_initiate<decltype(asio::use_awaitable), void(grpc::Status)>(
-      [ctx, ex, start = std::move(start)](auto handler) mutable {
-        using Handler = decltype(handler);
-        auto slot = asio::get_associated_cancellation_slot(handler);
-        if (slot.is_connected()) slot.assign([ctx](asio::cancellation_type) { ctx->TryCancel(); });
-        struct State {
-          std::optional<Handler> h;
-          asio::any_io_executor work;  // tracked: the io_context waits for the call
-        };
-        auto state = std::make_shared<State>();
-        state->work = asio::prefer(asio::get_associated_executor(handler, ex),
-                                   asio::execution::outstanding_work.tracked);
-        state->h.emplace(std::move(handler));
-        start(std::function<void(grpc::Status)>([state](grpc::Status s) {
-          asio::any_io_executor w = state->work;
-          asio::post(w, [state, s = std::move(s)]() mutable {
-            Handler h = std::move(*state->h);
-            state->h.reset();
-            state->work = asio::any_io_executor();
-            std::move(h)(std::move(s));
-          });
-        }));
-      },
-      asio::use_awaitable);
+  // Named, not a temporary in the co_await operand: g++ 12 destroys such a
+  // closure twice (it holds `ctx`).
+  auto init = [ctx, ex, start = std::move(start)](auto handler) mutable {
+    using Handler = decltype(handler);
+    auto slot = asio::get_associated_cancellation_slot(handler);
+    if (slot.is_connected()) slot.assign([ctx](asio::cancellation_type) { ctx->TryCancel(); });
+    struct State {
+      std::optional<Handler> h;
+      asio::any_io_executor work;  // tracked: the io_context waits for the call
+    };
+    auto state = std::make_shared<State>();
+    state->work = asio::prefer(asio::get_associated_executor(handler, ex), asio::execution::outstanding_work.tracked);
+    state->h.emplace(std::move(handler));
+    start(std::function<void(grpc::Status)>([state](grpc::Status s) {
+      asio::any_io_executor w = state->work;
+      asio::post(w, [state, s = std::move(s)]() mutable {
+        Handler h = std::move(*state->h);
+        state->h.reset();
+        state->work = asio::any_io_executor();
+        auto done_slot = asio::get_associated_cancellation_slot(h);
+        if (done_slot.is_connected()) done_slot.clear();
+        std::move(h)(std::move(s));
+      });
+    }));
+  };
+  grpc::Status st = co_await asio::async_initiate<decltype(asio::use_awaitable), void(grpc::Status)>(
+      std::move(init), asio::use_awaitable);
+  co_return st;
 }
 
 // Where a server stream's messages go, on the executor.

@@ -211,7 +211,9 @@ class ExecChannel final : public Channel {
       : s_(std::move(s)), exec_id_(std::move(exec_id)),
         out_(std::make_shared<StdioReader>(s_, exec_id_, kFdStdout)),
         err_(std::make_shared<StdioReader>(s_, exec_id_, kFdStderr)),
-        tail_(std::make_shared<std::string>()), live_(std::make_shared<std::shared_ptr<grpc::ClientContext>>()) {
+        tail_(std::make_shared<std::string>()),
+        read_live_(std::make_shared<std::shared_ptr<grpc::ClientContext>>()),
+        write_live_(std::make_shared<std::shared_ptr<grpc::ClientContext>>()) {
     asio::co_spawn(s_->executor(), DrainTail(err_, tail_), asio::detached);
   }
   ~ExecChannel() override { Close(); }
@@ -227,7 +229,7 @@ class ExecChannel final : public Channel {
     rt::TaskExecWaitResponse resp;
     grpc::Status st = co_await s_->RouterCall(
         req, &resp, [](auto* a, auto* c, auto* q, auto* p, auto done) { a->TaskExecWait(c, q, p, std::move(done)); },
-        live_.get(), kUnaryDeadline, kWaitRetries);
+        read_live_.get(), kUnaryDeadline, kWaitRetries);
     if (closed_) co_return Closed();
     asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
     if (cs.cancelled() != asio::cancellation_type::none) co_return absl::CancelledError("modal: the read was cancelled");
@@ -260,7 +262,7 @@ class ExecChannel final : public Channel {
       req.set_offset(stdin_offset_);
       req.set_data(piece.data(), piece.size());
       rt::TaskExecStdinWriteResponse resp;
-      grpc::Status st = co_await s_->RouterCall(req, &resp, StdinWriteCall(), live_.get());
+      grpc::Status st = co_await s_->RouterCall(req, &resp, StdinWriteCall(), write_live_.get());
       if (closed_) {
         result = Closed();
       } else if (!st.ok()) {
@@ -292,7 +294,8 @@ class ExecChannel final : public Channel {
     closed_ = true;
     out_->Close();
     err_->Close();
-    if (*live_) (*live_)->TryCancel();
+    if (*read_live_) (*read_live_)->TryCancel();
+    if (*write_live_) (*write_live_)->TryCancel();
     // No kill RPC: stdin's EOF is what ends a bridge left behind.
     if (!stdin_closed_) {
       stdin_closed_ = true;
@@ -326,7 +329,8 @@ class ExecChannel final : public Channel {
   std::string exec_id_;
   std::shared_ptr<StdioReader> out_, err_;
   std::shared_ptr<std::string> tail_;
-  std::shared_ptr<std::shared_ptr<grpc::ClientContext>> live_;  // the call in flight, for Close
+  // The calls in flight (TaskExecWait of ReadSome, TaskExecStdinWrite of Write), for Close.
+  std::shared_ptr<std::shared_ptr<grpc::ClientContext>> read_live_, write_live_;
   std::uint64_t stdin_offset_ = 0;
   bool closed_ = false, stdin_closed_ = false, writing_ = false, eof_pending_ = false;
   std::optional<int> exit_;

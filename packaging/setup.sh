@@ -79,7 +79,7 @@ QUICK_PACKAGES=(build-essential cmake ninja-build pkg-config
 # ... what building every provider, the static supervisors and the release
 # packages adds ...
 BUILD_PACKAGES=("${QUICK_PACKAGES[@]}"
-  libssl-dev libyaml-cpp-dev xz-utils dpkg-dev file)
+  libssl-dev libyaml-cpp-dev xz-utils dpkg-dev file libgrpc++-dev protobuf-compiler-grpc)
 # ... and what the test suite, the fuzzers and the benchmarks add.
 # TETHER_SETUP_FOR=quick installs only the first list, =run the first two.
 TEST_PACKAGES=(clang libclang-rt-14-dev doctest-dev qemu-user openssh-server socat python3-protobuf

@@ -10,6 +10,7 @@
 #include "host/native/docker/docker_transport.h"
 #include "host/native/e2b/e2b_transport.h"
 #include "host/native/kubernetes/kubernetes_transport.h"
+#include "host/native/modal/modal_transport.h"
 #include "host/native/runloop/runloop_transport.h"
 
 namespace tether {
@@ -165,6 +166,27 @@ absl::StatusOr<std::shared_ptr<Transport>> MakeDaytona(boost::asio::any_io_execu
   return MakeDaytonaTransport(std::move(ex), std::move(copy));
 }
 
+absl::StatusOr<std::any> ParseModal(const ProviderFlags& flags) {
+  ModalOptions o;
+  for (const auto& [flag, value] : flags) {
+    if (value.empty()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a non-empty value"));
+    if (flag == "--sandbox") o.sandbox_id = value;
+    if (flag == "--endpoint") o.server_url = value;
+    if (flag == "--ca-file") o.ca_file = value;
+  }
+  if (o.sandbox_id.empty()) return absl::InvalidArgumentError("--provider modal needs --sandbox ID");
+  return std::any(std::move(o));
+}
+
+absl::StatusOr<std::shared_ptr<Transport>> MakeModal(boost::asio::any_io_executor ex, const std::any& parsed,
+                                                     const ProviderHooks& hooks) {
+  const ModalOptions* o = std::any_cast<ModalOptions>(&parsed);
+  if (o == nullptr) return absl::InvalidArgumentError("modal: options not made by its parser");
+  ModalOptions copy = *o;
+  if (hooks.upload_progress) copy.upload_progress = hooks.upload_progress;
+  return MakeModalTransport(std::move(ex), std::move(copy));
+}
+
 }  // namespace
 
 void AppendNativeProviders(std::vector<ProviderInfo>& r) {
@@ -239,6 +261,17 @@ void AppendNativeProviders(std::vector<ProviderInfo>& r) {
       false,
       ParseDaytona,
       MakeDaytona});
+  r.push_back(ProviderInfo{
+      "modal",
+      "a Modal sandbox through its task command router (gRPC; exact bytes:\n"
+      "the binary tunnel); the token comes from MODAL_TOKEN_ID and\n"
+      "MODAL_TOKEN_SECRET, else ~/.modal.toml (never a flag)",
+      {{"--sandbox", "the sandbox id, required"},
+       {"--endpoint", "the control plane URL (default $MODAL_SERVER_URL, else https://api.modal.com:443)"},
+       {"--ca-file", "a PEM CA file trusted besides the system's (control plane and router)"}},
+      false,
+      ParseModal,
+      MakeModal});
 }
 
 }  // namespace tether

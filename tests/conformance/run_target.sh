@@ -40,6 +40,12 @@
 #             (tests/emulators/daytona.mjs) over TLS: text only, so the text tunnel
 #   daytona-faults  the same with the emulator cutting log streams mid-line,
 #             answering 5xx, stalling 1-3 s and echoing input (seeded)
+#   modal     the modal provider against the Modal emulator
+#             (tests/emulators/modal.mjs) over gRPC with TLS: the binary tunnel
+#             over the task command router
+#   modal-faults  the same over h2c with streams reset mid-message (1%),
+#             UNAVAILABLE on unary calls (3%, half of them after the call took
+#             effect), 1-3 s stalls (1%) and router JWTs that expire every 3 s
 #   kubernetes         the native kubernetes provider against the API server
 #                      emulator (tests/emulators/kubernetes.mjs) over TLS, with
 #                      the kubeconfig it wrote
@@ -195,6 +201,30 @@ case $target in
       "$(grep -c 'stream ends with 408' "$work/runloop/requests.log" || true) streams ended with 408"
     kill -TERM "$runloop_pid" 2>/dev/null || true
     wait "$runloop_pid" 2>/dev/null || true
+    exit $status
+    ;;
+  modal|modal-faults)
+    # shellcheck source=../lib/modal_emulator.sh
+    source "$(dirname "${BASH_SOURCE[0]}")/../lib/modal_emulator.sh"
+    args=()
+    if [[ $target == modal ]]; then args+=(--tls); else args+=(--faults seed=1,cut=0.01,unavailable=0.03,slow=0.01,expire); fi
+    rc=0
+    start_modal_emulator "$work/modal" "${args[@]}" || rc=$?
+    [[ -z ${modal_pid:-} ]] || pids+=("$modal_pid")
+    [[ $rc -ne 77 ]] || skip "cannot run the Modal emulator here"
+    [[ $rc -eq 0 ]] || exit 1
+    mapfile -t flags < <(modal_flags)
+    status=0
+    "$tether" conformance "${flags[@]}" || status=$?
+    [[ $status -eq 0 ]] || tail -c 3000 "$work/modal/emulator.log" "$work/modal/requests.log" >&2
+    echo "modal emulator: $(grep -c 'TaskExecStart .* pid' "$work/modal/requests.log" || true) execs," \
+      "$(grep -c 'FAULT' "$work/modal/requests.log" || true) faults injected" \
+      "($(grep -c 'FAULT cut' "$work/modal/requests.log" || true) cuts," \
+      "$(grep -c 'FAULT unavailable' "$work/modal/requests.log" || true) unavailable," \
+      "$(grep -c 'FAULT router JWT expired' "$work/modal/requests.log" || true) streams ended by an expired JWT)," \
+      "$(grep -c 'TaskGetCommandRouterAccess' "$work/modal/requests.log" || true) router JWTs"
+    kill -TERM "$modal_pid" 2>/dev/null || true
+    wait "$modal_pid" 2>/dev/null || true
     exit $status
     ;;
   daytona|daytona-faults)

@@ -22,6 +22,8 @@ case $provider in
   daytona) start_daytona_emulator "$work" --faults seed=2,cut=0.01,http5xx=0.02,slow=0.005 || rc=$?; pid=${daytona_pid:-} ;;
   runloop) start_runloop_emulator "$work" --sse-ms 2000 --faults seed=2,cut=0.01,http5xx=0.02,slow=0.005,stall=0.003 \
              || rc=$?; pid=${runloop_pid:-} ;;
+  modal) start_modal_emulator "$work" --faults seed=2,cut=0.01,unavailable=0.02,slow=0.005,expire || rc=$?
+         pid=${modal_pid:-} ;;
   boat) start_boat_emulator "$work" --faults seed=2,http5xx=0.02,slow=0.005 || rc=$?; pid=${boat_pid:-} ;;
   *) echo "chaos_provider.sh: no emulator for '$provider'" >&2; exit 2 ;;
 esac
@@ -30,7 +32,7 @@ esac
 mapfile -t flags < <("${provider}_flags")
 status=0
 "$chaos" "${flags[@]}" --seeds "$seeds" --parallel 4 || status=$?
-echo "$provider emulator: $(grep -c ' -> ' "$work/requests.log" 2>/dev/null || true) requests," \
+echo "$provider emulator: $(grep -c ' -> \|^[^ ]* Task\|^[^ ]* Sandbox' "$work/requests.log" 2>/dev/null || true) requests," \
   "$(grep -c 'FAULT' "$work/requests.log" 2>/dev/null || true) of its own faults injected"
 ((status == 0)) || tail -c 2000 "$work/emulator.log" >&2
 exit "$status"

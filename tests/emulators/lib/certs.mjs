@@ -28,7 +28,7 @@ export function makeCerts(dir) {
     'basicConstraints=critical,CA:FALSE',
     'keyUsage=critical,digitalSignature,keyEncipherment',
     'extendedKeyUsage=serverAuth',
-    'subjectAltName=IP:127.0.0.1,DNS:localhost',
+    'subjectAltName=IP:127.0.0.1,IP:127.0.0.2,DNS:localhost',
     'subjectKeyIdentifier=hash',
     'authorityKeyIdentifier=keyid',
     '',

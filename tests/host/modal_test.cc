@@ -1,0 +1,390 @@
+// The modal provider: its pure decoders (host/native/modal/modal_config.h:
+// the ~/.modal.toml profile, a JWT's exp, V1/V2 sandbox ids, server URLs),
+// its exec ids and retry policy, the factory's option checks, and the
+// gRPC-to-Asio bridge (grpc_asio.h) against an in-process gRPC server: a
+// unary call completes on the executor, cancelling the Asio operation
+// cancels the RPC, a server stream arrives whole and in order.
+// The end-to-end tests run against tests/emulators/modal.mjs
+// (tests/cli/modal_test.sh, conformance.modal, chaos.modal).
+#include "host/native/modal/modal_config.h"
+
+#include <doctest.h>
+#include <grpcpp/grpcpp.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/escaping.h"
+#include "host/native/modal/exec_channel.h"
+#include "host/native/modal/grpc_asio.h"
+#include "host/native/modal/modal_session.h"
+#include "host/native/modal/modal_transport.h"
+
+namespace {
+
+namespace asio = boost::asio;
+namespace rt = ::modal::task_command_router;
+using namespace tether;
+using namespace tether::modal;
+
+std::string Jwt(std::string_view payload) {
+  return "eyJhbGciOiJIUzI1NiJ9." + absl::WebSafeBase64Escape(std::string(payload)) + ".c2ln";
+}
+
+// ---- ~/.modal.toml ---------------------------------------------------------------
+
+TEST_CASE("ParseModalToml takes the active profile, or the one named") {
+  const std::string text =
+      "# the SDK's file\n"
+      "[default]\n"
+      "token_id = \"ak-1\"\n"
+      "token_secret = 'as-1'   # literal\n"
+      "\n"
+      "[work]\n"
+      "token_id = \"ak-2\"\n"
+      "token_secret = \"as-\\\"2\\\"\"\n"
+      "server_url = \"https://modal.example:8443\"\n"
+      "active = true\n"
+      "image_builder_version = 2024\n";
+  absl::StatusOr<ModalProfile> p = ParseModalToml(text, "");
+  REQUIRE(p.ok());
+  CHECK(p->token_id == "ak-2");
+  CHECK(p->token_secret == "as-\"2\"");
+  CHECK(p->server_url == "https://modal.example:8443");
+  p = ParseModalToml(text, "default");
+  REQUIRE(p.ok());
+  CHECK(p->token_id == "ak-1");
+  CHECK(p->token_secret == "as-1");
+  CHECK(p->server_url.empty());
+}
+
+TEST_CASE("ParseModalToml: no active profile is an empty one; a missing named one is kNotFound") {
+  absl::StatusOr<ModalProfile> p = ParseModalToml("[a]\ntoken_id = \"x\"\n", "");
+  REQUIRE(p.ok());
+  CHECK(p->token_id.empty());
+  CHECK(ParseModalToml("[a]\n", "b").status().code() == absl::StatusCode::kNotFound);
+  CHECK(ParseModalToml("", "").ok());
+}
+
+TEST_CASE("ParseModalToml refuses malformed text with its line number") {
+  for (const char* bad : {"[a\n", "[a]\ntoken_id\n", "[a]\ntoken_id = \"open\n", "[a]\nactive = yes\n",
+                          "[a]\ntoken_id = \"x\" trailing\n", "[a]\nto ken = \"x\"\n", "[a]\nk = \"\\q\"\n",
+                          "[]\n"}) {
+    absl::StatusOr<ModalProfile> p = ParseModalToml(bad, "");
+    CAPTURE(bad);
+    CHECK(p.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK(p.status().message().find("line") != std::string_view::npos);
+  }
+}
+
+TEST_CASE("ParseModalToml refuses a file above kMaxTomlBytes before reading it") {
+  std::string big(kMaxTomlBytes + 1, '#');
+  CHECK(ParseModalToml(big, "").status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+// ---- JWT, ids, URLs ---------------------------------------------------------------
+
+TEST_CASE("JwtExpiry reads exp, or nothing") {
+  CHECK(JwtExpiry(Jwt("{\"sub\":\"x\",\"exp\":1767225600}")) == std::optional<std::int64_t>(1767225600));
+  CHECK(JwtExpiry(Jwt("{\"exp\": 1767225600.5}")) == std::optional<std::int64_t>(1767225600));
+  CHECK_FALSE(JwtExpiry(Jwt("{\"sub\":\"x\"}")).has_value());
+  CHECK_FALSE(JwtExpiry(Jwt("{\"exp\":\"soon\"}")).has_value());
+  CHECK_FALSE(JwtExpiry(Jwt("{\"exp\":-5}")).has_value());
+  CHECK_FALSE(JwtExpiry("not-a-jwt").has_value());
+  CHECK_FALSE(JwtExpiry("a.!!!.c").has_value());
+  CHECK_FALSE(JwtExpiry("").has_value());
+  CHECK_FALSE(JwtExpiry(std::string(kMaxJwtBytes + 1, 'a')).has_value());
+}
+
+TEST_CASE("IsV1SandboxId: sb- and 22 base62 characters") {
+  CHECK(IsV1SandboxId("sb-AbCdEfGhIjKlMnOpQrSt01"));
+  CHECK_FALSE(IsV1SandboxId("sb-AbCdEfGhIjKlMnOpQrSt0"));    // 21
+  CHECK_FALSE(IsV1SandboxId("sb-AbCdEfGhIjKlMnOpQrSt012"));  // 23
+  CHECK_FALSE(IsV1SandboxId("sb-AbCdEfGhIjKlMnOpQrSt-1"));
+  CHECK_FALSE(IsV1SandboxId("sx-AbCdEfGhIjKlMnOpQrSt01"));
+  CHECK_FALSE(IsV1SandboxId("sbx-v2-test"));
+}
+
+TEST_CASE("ParseGrpcUrl gives the gRPC target, TLS or not, and whether it is loopback") {
+  absl::StatusOr<GrpcTarget> t = ParseGrpcUrl("https://api.modal.com:443");
+  REQUIRE(t.ok());
+  CHECK(t->tls);
+  CHECK(t->target() == "api.modal.com:443");
+  CHECK_FALSE(t->loopback);
+  t = ParseGrpcUrl("http://127.0.0.1:5000/");
+  REQUIRE(t.ok());
+  CHECK_FALSE(t->tls);
+  CHECK(t->loopback);
+  CHECK(t->target() == "127.0.0.1:5000");
+  t = ParseGrpcUrl("https://[::1]:9");
+  REQUIRE(t.ok());
+  CHECK(t->target() == "[::1]:9");
+  CHECK(t->loopback);
+  t = ParseGrpcUrl("https://router.modal.host");
+  REQUIRE(t.ok());
+  CHECK(t->port == 443);
+  CHECK(ParseGrpcUrl("http://h").value().port == 80);
+  for (const char* bad : {"ftp://h", "https://", "https://h:0", "https://h:70000", "https://h:x", "https://h/path",
+                          "https://u@h", "https://::1:5", "https://[::1", "https://h:", "h:443", "https://h h"}) {
+    CAPTURE(bad);
+    CHECK(ParseGrpcUrl(bad).status().code() == absl::StatusCode::kInvalidArgument);
+  }
+}
+
+TEST_CASE("NewExecId is a fresh version 4 UUID") {
+  const std::string a = NewExecId(), b = NewExecId();
+  CHECK(a != b);
+  REQUIRE(a.size() == 36);
+  CHECK(a[8] == '-');
+  CHECK(a[13] == '-');
+  CHECK(a[14] == '4');
+  CHECK(std::string("89ab").find(a[19]) != std::string::npos);
+}
+
+TEST_CASE("Retryable: the codes the SDK retries, and no others") {
+  CHECK(Retryable(grpc::StatusCode::UNAVAILABLE));
+  CHECK(Retryable(grpc::StatusCode::DEADLINE_EXCEEDED));
+  CHECK(Retryable(grpc::StatusCode::CANCELLED));
+  CHECK(Retryable(grpc::StatusCode::INTERNAL));
+  CHECK(Retryable(grpc::StatusCode::UNKNOWN));
+  CHECK_FALSE(Retryable(grpc::StatusCode::UNAUTHENTICATED));
+  CHECK_FALSE(Retryable(grpc::StatusCode::NOT_FOUND));
+  CHECK_FALSE(Retryable(grpc::StatusCode::INVALID_ARGUMENT));
+  CHECK_FALSE(Retryable(grpc::StatusCode::OUT_OF_RANGE));
+  CHECK(FromGrpc(grpc::Status(grpc::StatusCode::NOT_FOUND, "x"), "Call").code() == absl::StatusCode::kNotFound);
+}
+
+// ---- the factory -------------------------------------------------------------------
+
+struct EnvVar {
+  EnvVar(const char* n, const char* v) : name(n) {
+    if (const char* old = getenv(n)) saved = old;
+    if (v != nullptr) {
+      setenv(n, v, 1);
+    } else {
+      unsetenv(n);
+    }
+  }
+  ~EnvVar() {
+    if (saved) {
+      setenv(name, saved->c_str(), 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  const char* name;
+  std::optional<std::string> saved;
+};
+
+TEST_CASE("MakeModalTransport checks its options, and names the token variables") {
+  asio::io_context io;
+  EnvVar home("HOME", "/nonexistent-tether-home");
+  EnvVar cfg("MODAL_CONFIG_PATH", nullptr);
+  EnvVar id("MODAL_TOKEN_ID", "ak-x");
+  EnvVar secret("MODAL_TOKEN_SECRET", "as-secret-value");
+  EnvVar url("MODAL_SERVER_URL", nullptr);
+  ModalOptions o;
+  CHECK(MakeModalTransport(io.get_executor(), o).status().code() == absl::StatusCode::kInvalidArgument);
+  o.sandbox_id = "sb-bad id";
+  CHECK(MakeModalTransport(io.get_executor(), o).status().code() == absl::StatusCode::kInvalidArgument);
+  o.sandbox_id = std::string(129, 'a');
+  CHECK(MakeModalTransport(io.get_executor(), o).status().code() == absl::StatusCode::kInvalidArgument);
+  o.sandbox_id = "sbx-v2-test";
+  absl::StatusOr<std::shared_ptr<Transport>> t = MakeModalTransport(io.get_executor(), o);
+  REQUIRE(t.ok());
+  CHECK((*t)->name() == "modal");
+  CHECK((*t)->capabilities().exact_bytes);
+  CHECK((*t)->capabilities().cut_prone);
+  o.server_url = "ftp://x";
+  absl::Status st = MakeModalTransport(io.get_executor(), o).status();
+  CHECK(st.code() == absl::StatusCode::kInvalidArgument);
+  o.server_url.clear();
+  o.ca_file = "/nonexistent/ca.pem";
+  CHECK(MakeModalTransport(io.get_executor(), o).status().code() == absl::StatusCode::kInvalidArgument);
+  o.ca_file.clear();
+  {
+    EnvVar no_id("MODAL_TOKEN_ID", nullptr);
+    st = MakeModalTransport(io.get_executor(), o).status();
+    CHECK(st.code() == absl::StatusCode::kUnauthenticated);
+    CHECK(st.message().find("MODAL_TOKEN_ID") != std::string_view::npos);
+    CHECK(st.message().find("as-secret-value") == std::string_view::npos);
+  }
+}
+
+TEST_CASE("MakeModalTransport reads the token from $MODAL_CONFIG_PATH, and refuses a broken one") {
+  asio::io_context io;
+  const std::string path = std::string(getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp") + "/tether-modal-test.toml";
+  EnvVar cfg("MODAL_CONFIG_PATH", path.c_str());
+  EnvVar id("MODAL_TOKEN_ID", nullptr);
+  EnvVar secret("MODAL_TOKEN_SECRET", nullptr);
+  EnvVar profile("MODAL_PROFILE", nullptr);
+  ModalOptions o;
+  o.sandbox_id = "sbx-v2-test";
+  std::ofstream(path) << "[p]\ntoken_id = \"ak-1\"\ntoken_secret = \"as-1\"\nactive = true\n";
+  CHECK(MakeModalTransport(io.get_executor(), o).ok());
+  std::ofstream(path) << "[p\n";
+  absl::Status st = MakeModalTransport(io.get_executor(), o).status();
+  CHECK(st.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(st.message().find(path) != std::string_view::npos);
+  std::remove(path.c_str());
+}
+
+// ---- the gRPC bridge against an in-process server ------------------------------------
+
+class Router final : public rt::TaskCommandRouter::Service {
+ public:
+  std::atomic<bool> wait_cancelled{false};
+  grpc::Status TaskExecWait(grpc::ServerContext* ctx, const rt::TaskExecWaitRequest* req,
+                            rt::TaskExecWaitResponse* resp) override {
+    if (req->exec_id() == "quick") {
+      resp->set_code(42);
+      return grpc::Status::OK;
+    }
+    while (!ctx->IsCancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    wait_cancelled = true;
+    return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+  }
+  grpc::Status TaskExecStdioRead(grpc::ServerContext*, const rt::TaskExecStdioReadRequest* req,
+                                 grpc::ServerWriter<rt::TaskExecStdioReadResponse>* w) override {
+    for (int i = 0; i < 200; ++i) {
+      rt::TaskExecStdioReadResponse m;
+      m.set_data(std::string(1000, static_cast<char>('a' + i % 26)));
+      if (!w->Write(m)) break;
+    }
+    return req->offset() == 7 ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "cut") : grpc::Status::OK;
+  }
+};
+
+struct Server {
+  Server() {
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    b.RegisterService(&svc);
+    server = b.BuildAndStart();
+    REQUIRE(server);
+    stub = rt::TaskCommandRouter::NewStub(
+        grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  }
+  ~Server() { server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1)); }
+  Router svc;
+  int port = 0;
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<rt::TaskCommandRouter::Stub> stub;
+};
+
+TEST_CASE("AwaitUnary completes on the executor's thread") {
+  Server s;
+  asio::io_context io;
+  grpc::Status got(grpc::StatusCode::UNKNOWN, "not run");
+  int code = 0;
+  bool same_thread = false;
+  const std::thread::id io_thread = std::this_thread::get_id();
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    auto ctx = std::make_shared<grpc::ClientContext>();
+    rt::TaskExecWaitRequest req;
+    req.set_exec_id("quick");
+    rt::TaskExecWaitResponse resp;
+    got = co_await AwaitUnary(ctx, [&](std::function<void(grpc::Status)> done) {
+      s.stub->async()->TaskExecWait(ctx.get(), &req, &resp, std::move(done));
+    });
+    same_thread = std::this_thread::get_id() == io_thread;
+    code = resp.code();
+  }, asio::detached);
+  io.run();  // returns only once the call completed (tracked work)
+  CHECK(got.ok());
+  CHECK(code == 42);
+  CHECK(same_thread);
+}
+
+TEST_CASE("cancelling the awaiting operation cancels the RPC (TryCancel)") {
+  using namespace asio::experimental::awaitable_operators;
+  Server s;
+  asio::io_context io;
+  grpc::Status got;
+  bool timer_won = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    auto ctx = std::make_shared<grpc::ClientContext>();
+    rt::TaskExecWaitRequest req;
+    req.set_exec_id("forever");
+    rt::TaskExecWaitResponse resp;
+    asio::steady_timer t(io, std::chrono::milliseconds(200));
+    auto r = co_await (AwaitUnary(ctx, [&](std::function<void(grpc::Status)> done) {
+                         s.stub->async()->TaskExecWait(ctx.get(), &req, &resp, std::move(done));
+                       }) ||
+                       t.async_wait(asio::use_awaitable));
+    timer_won = r.index() == 1;
+  }, asio::detached);
+  io.run();
+  CHECK(timer_won);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  for (int i = 0; i < 200 && !s.svc.wait_cancelled; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(s.svc.wait_cancelled);
+}
+
+struct Collect final : StreamSink {
+  std::string bytes;
+  int messages = 0;
+  std::optional<grpc::Status> done;
+  std::shared_ptr<ServerStream<rt::TaskExecStdioReadResponse>> stream;
+  void OnMessage(std::string data) override {
+    bytes += data;
+    ++messages;
+    stream->Next();
+  }
+  void OnDone(const grpc::Status& s) override { done = s; }
+};
+
+TEST_CASE("ServerStream delivers every message in order, then the status") {
+  Server s;
+  for (int offset : {0, 7}) {
+    asio::io_context io;
+    auto sink = std::make_shared<Collect>();
+    rt::TaskExecStdioReadRequest req;
+    req.set_offset(offset);
+    sink->stream = std::make_shared<ServerStream<rt::TaskExecStdioReadResponse>>(io.get_executor(), sink);
+    sink->stream->Start([&](auto* r) { s.stub->async()->TaskExecStdioRead(r->context(), &req, r); });
+    io.run();
+    REQUIRE(sink->done.has_value());
+    CHECK(sink->messages == 200);
+    REQUIRE(sink->bytes.size() == 200000);
+    CHECK(sink->bytes[0] == 'a');
+    CHECK(sink->bytes[199999] == static_cast<char>('a' + 199 % 26));
+    CHECK(sink->done->error_code() == (offset == 7 ? grpc::StatusCode::UNAVAILABLE : grpc::StatusCode::OK));
+    sink->stream.reset();
+  }
+}
+
+TEST_CASE("ServerStream::Cancel ends a paused stream with OnDone") {
+  Server s;
+  asio::io_context io;
+  struct Pause final : StreamSink {
+    int messages = 0;
+    std::optional<grpc::Status> done;
+    std::shared_ptr<ServerStream<rt::TaskExecStdioReadResponse>> stream;
+    void OnMessage(std::string) override {
+      ++messages;
+      stream->Cancel();  // no Next(): the stream is paused, then cancelled
+    }
+    void OnDone(const grpc::Status& st) override { done = st; }
+  };
+  auto sink = std::make_shared<Pause>();
+  rt::TaskExecStdioReadRequest req;
+  sink->stream = std::make_shared<ServerStream<rt::TaskExecStdioReadResponse>>(io.get_executor(), sink);
+  sink->stream->Start([&](auto* r) { s.stub->async()->TaskExecStdioRead(r->context(), &req, r); });
+  io.run();  // returns: OnDone came, the work it held is released
+  CHECK(sink->messages == 1);
+  REQUIRE(sink->done.has_value());
+  CHECK(sink->done->error_code() == grpc::StatusCode::CANCELLED);
+  sink->stream.reset();
+}
+
+}  // namespace

@@ -243,7 +243,8 @@ std::vector<std::string> RandomSource(std::uint64_t bytes) {
 }
 
 void Throughput() {
-  if (!Selected("throughput")) return;  // (spares the random file)
+  // (Spares the random file; --only may name one throughput row.)
+  if (!Selected("throughput") && g_args.only.find("throughput") == std::string::npos) return;
   const std::uint64_t n = g_args.bytes;
   const auto zeros = std::vector<std::string>{"head", "-c", std::to_string(n), "/dev/zero"};
   const auto random = RandomSource(n);

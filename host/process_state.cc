@@ -37,10 +37,18 @@ void Process::State::MaybeAck() {
     return;
   }
   if (ack_timer_armed || !core.output.AckPending()) return;
-  // Less than a step: it goes within kAckDelayMs, with whatever else is
-  // consumed by then (one timer per process, armed only while pending).
+  // Less than a step: at most one such Ack per kAckDelayMs. A sparse
+  // trickle is acknowledged at once (no second wake-up for a timer); a
+  // dense one waits for the timer and goes with whatever is consumed by
+  // then (one timer per process, armed only while something is pending).
+  const auto now = std::chrono::steady_clock::now();
+  const auto delay = std::chrono::milliseconds(core::kAckDelayMs);
+  if (now - last_ack >= delay) {
+    FlushAck();
+    return;
+  }
   ack_timer_armed = true;
-  ack_timer.expires_after(std::chrono::milliseconds(core::kAckDelayMs));
+  ack_timer.expires_at(last_ack + delay);
   ack_timer.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
     std::shared_ptr<State> self = weak.lock();
     if (!self) return;
@@ -55,6 +63,7 @@ void Process::State::FlushAck() {
   wire::Envelope env;
   *env.mutable_ack() = core.output.MakeAck(false);
   session->Send(std::move(env));
+  last_ack = std::chrono::steady_clock::now();
 }
 
 void Process::State::AckExit() {

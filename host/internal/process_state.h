@@ -66,6 +66,7 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   boost::asio::steady_timer ping_timer;  // cancelled at exit or failure
   boost::asio::steady_timer ack_timer;   // a pending partial ack (core::kAckDelayMs)
   bool ack_timer_armed = false;
+  std::chrono::steady_clock::time_point last_ack{};  // when the last Ack went out
   std::chrono::milliseconds ping_interval{10000};
 
   bool exit_acked = false;

@@ -6,7 +6,7 @@
 //
 //   tether_bench [--reps N] [--bytes N] [--only SUBSTRING] [--ssh-window BYTES]
 //                [--ssh 'ssh -T ... user@127.0.0.1']   (tests/bench/run.sh)
-//   tether_bench --scale DIR [--scale-n 10,100,1000,2000] [--scale-rate BYTES/MS]
+//   tether_bench --scale DIR [--scale-n 10,100,1000,2000] [--scale-rate BYTES/MS (default 1024/1000)]
 //                (only the scale benchmark, tests/bench/scale.h; writes DIR/scale.md, DIR/scale.svg)
 //
 // Prints a Markdown table: benchmark, baseline, tether, ratio, target.

@@ -264,8 +264,12 @@ absl::StatusOr<std::string> Process::Reference() const {
 asio::awaitable<absl::Status> Process::Disconnect() {
   State& s = *state_;
   if (s.disconnected) co_return absl::OkStatus();
+  // What was consumed is acknowledged before the Detach (the supervisor
+  // then resumes the next attachment after it).
+  if (!s.core.exit && s.failed.ok()) s.FlushAck();
   s.disconnected = true;
   s.ping_timer.cancel();
+  s.ack_timer.cancel();
   s.cond.NotifyAll();
   if (s.session->closed()) co_return absl::OkStatus();
   // Unread output stays in the supervisor's ring for the next attachment.

@@ -213,6 +213,7 @@ core::OutputConfig OutputConfigOf(const StartOptions& options) {
   c.backpressure = options.backpressure;
   c.window = options.output_window_bytes;
   c.unread_limit = options.output_window_bytes;
+  if (options.ring_bytes != 0) c.ring = options.ring_bytes;
   if (options.output_mode == OutputMode::kFinite) {
     c.finite_limit = options.max_output_bytes ? options.max_output_bytes : kMaxFiniteOutputBytes;
   }

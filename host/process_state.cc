@@ -25,21 +25,52 @@ void Process::State::Fail(absl::Status st) {
   if (failed.ok()) failed = std::move(st);
   core.input.OnConnectionLost(failed);
   ping_timer.cancel();
+  ack_timer.cancel();
   session->Close();
   cond.NotifyAll();
 }
 
 void Process::State::MaybeAck() {
-  if (core.exit || !failed.ok() || disconnected || !core.output.AckDue()) return;
+  if (core.exit || !failed.ok() || disconnected) return;
+  if (core.output.AckDue()) {
+    FlushAck();
+    return;
+  }
+  if (ack_timer_armed || !core.output.AckPending()) return;
+  // Less than a step: at most one such Ack per kAckDelayMs. A sparse
+  // trickle is acknowledged at once (no second wake-up for a timer); a
+  // dense one waits for the timer and goes with whatever is consumed by
+  // then (one timer per process, armed only while something is pending).
+  const auto now = std::chrono::steady_clock::now();
+  const auto delay = std::chrono::milliseconds(core::kAckDelayMs);
+  if (now - last_ack >= delay) {
+    FlushAck();
+    return;
+  }
+  ack_timer_armed = true;
+  ack_timer.expires_at(last_ack + delay);
+  ack_timer.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+    std::shared_ptr<State> self = weak.lock();
+    if (!self) return;
+    self->ack_timer_armed = false;
+    if (ec || self->core.exit || !self->failed.ok() || self->disconnected) return;
+    self->FlushAck();
+  });
+}
+
+void Process::State::FlushAck() {
+  if (session->closed() || !core.output.AckPending()) return;
   wire::Envelope env;
   *env.mutable_ack() = core.output.MakeAck(false);
   session->Send(std::move(env));
+  last_ack = std::chrono::steady_clock::now();
 }
 
 void Process::State::AckExit() {
   if (exit_acked || !core.exit || session->closed()) return;
   exit_acked = true;
   ping_timer.cancel();
+  ack_timer.cancel();
   wire::Envelope env;
   *env.mutable_ack() = core.output.MakeAck(true);
   session->Send(std::move(env));
@@ -91,6 +122,7 @@ asio::awaitable<void> Process::State::Pump() {
   }
   close_timer.cancel();
   ping_timer.cancel();
+  ack_timer.cancel();
   if (terminate_deadline) terminate_deadline->cancel();
   session->Close();
   cond.NotifyAll();

@@ -19,7 +19,7 @@ std::shared_ptr<Session> Session::Create(asio::any_io_executor ex, std::unique_p
 }
 
 Session::Session(asio::any_io_executor ex, std::unique_ptr<Channel> channel)
-    : ex_(std::move(ex)), channel_(std::move(channel)), buf_(new char[kSessionInitialReadBytes]) {
+    : ex_(std::move(ex)), channel_(std::move(channel)) {
   // Request ids start at a random point, so that replies an earlier
   // session's channel replays (text channels do) never match ours.
   std::uint64_t r = 0;
@@ -117,12 +117,27 @@ asio::awaitable<absl::StatusOr<wire::Envelope>> Session::Receive() {
     if (*got) co_return env;
     // (Nothing views buf_ here: pending_ is consumed, and decoded frames
     // were copied out by the Envelope parse.)
-    if (filled_last_read_ && buf_size_ < kSessionReadBytes) {
+    if (drained_small_ && channel_->waits_readable()) {
+      drained_small_ = false;
+      buf_.reset();
+      buf_size_ = kSessionInitialReadBytes;
+      absl::Status ready = co_await channel_->WaitReadable();
+      if (closed_) continue;
+      if (!ready.ok()) {
+        Close();
+        co_return absl::UnavailableError(
+            absl::StrCat("connection to the supervisor ended: ", std::string(ready.message())));
+      }
+    }
+    if (!buf_) {
+      buf_.reset(new char[buf_size_]);
+    } else if (filled_last_read_ && buf_size_ < kSessionReadBytes) {
       buf_size_ *= 2;
       buf_.reset(new char[buf_size_]);
     }
     absl::StatusOr<std::size_t> n = co_await channel_->ReadSome({buf_.get(), buf_size_});
     filled_last_read_ = n.ok() && *n == buf_size_;
+    drained_small_ = n.ok() && *n > 0 && *n < kSessionInitialReadBytes;
     if (!n.ok() || *n == 0) {
       std::string diag = channel_->Diagnostics();
       const bool mid_frame = !decoder_.idle();

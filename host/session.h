@@ -20,8 +20,10 @@ namespace tether {
 
 namespace wire = ::tether::wire;
 
-// The read buffer starts small (an idle process costs little) and doubles
-// while reads fill it, up to the maximum (few system calls when streaming).
+// The read buffer starts small and doubles while reads fill it, up to the
+// maximum (few system calls when streaming). On a channel that can wait for
+// readability it is released when a read found less than the initial size
+// and everything was decoded: an idle or trickling process holds none.
 inline constexpr std::size_t kSessionReadBytes = 256 * 1024;
 inline constexpr std::size_t kSessionInitialReadBytes = 16 * 1024;
 
@@ -74,6 +76,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::unique_ptr<char[]> buf_;
   std::size_t buf_size_ = kSessionInitialReadBytes;
   bool filled_last_read_ = false;
+  bool drained_small_ = false;  // the last read drained the channel, below the initial size
   std::string_view pending_;  // undecoded bytes inside buf_
 };
 

@@ -76,7 +76,15 @@ awaitable<void> ChildIo::OutputPump(int i) {
     if (n > 0) {
       ring.Commit(static_cast<std::size_t>(n));
       listener_.OutputArrived();
-      continue;
+      // Less than offered from a pipe: it is empty. Wait for more instead
+      // of a read that would fail with EAGAIN (one system call fewer per
+      // wake; the reactor re-arms the descriptor for a wait, so bytes that
+      // came in meanwhile still wake it). A terminal returns short reads
+      // with more waiting: it reads on.
+      if (static_cast<std::size_t>(n) == space.size() || (p_.pty() && i == 0)) continue;
+      auto [ec] = co_await s.fd.async_wait(stream_descriptor::wait_read, kNoThrow);
+      if (!ec) continue;
+      break;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) {

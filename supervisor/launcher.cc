@@ -265,7 +265,8 @@ int LaunchMain(const protocol::LaunchCommand& cmd, std::vector<std::string> ambi
   if (!created.ok()) return Report(cmd, wire::ERROR_INVALID_ARGUMENT, created);
   // Litter from abandoned setups whose launch never came (best effort).
   RemoveStaleCancelMarkers(dir.substr(0, dir.rfind('/')), kStaleMarkerSeconds);
-  RemoveDeadStateDirs(dir.substr(0, dir.rfind('/')), 256);
+  // (A few per launch: dead daemons are rare, live ones are woken by a probe.)
+  RemoveDeadStateDirs(dir.substr(0, dir.rfind('/')), 8);
   absl::StatusOr<int> listen_fd = ListenInDir(dir);
   if (!listen_fd.ok()) {
     RemovePrivateDir(dir);

@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -148,7 +149,18 @@ int RemoveDeadStateDirs(const std::string& root, int max_probes) {
   }
   ::closedir(d);
   int removed = 0, probes = 0;
-  for (const std::string& name : names) {
+  // A bounded share per call, from a different place each time: with
+  // thousands of live daemons a launch must not stat every directory and
+  // wake up to max_probes of them (that made starts grow with N); over
+  // many launches every directory still gets its turn.
+  const std::size_t examine = std::min(names.size(), static_cast<std::size_t>(max_probes) * 4);
+  static unsigned calls = 0;  // (the daemon is one thread)
+  const std::size_t first =
+      names.empty() ? 0
+                    : static_cast<std::size_t>(static_cast<unsigned>(::getpid() ^ ::time(nullptr)) + 7919u * calls++) %
+                          names.size();
+  for (std::size_t k = 0; k < examine; ++k) {
+    const std::string& name = names[(first + k) % names.size()];
     if (probes >= max_probes) break;
     const std::string dir = absl::StrCat(root, "/", name);
     if (!CheckPrivateDir(dir).ok()) continue;  // ours, 0700, never a link

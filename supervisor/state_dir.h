@@ -32,7 +32,8 @@ void RemovePrivateDir(const std::string& dir);
 
 // Private directories under the state root `root` whose daemon is provably
 // gone: a bound socket nobody listens on (ECONNREFUSED: killed with -9).
-// Removes them, probing at most `max_probes` sockets; returns how many. A
+// Removes them, looking at most at 4 * `max_probes` directories (from a
+// varying start) and probing at most `max_probes` sockets; returns how many. A
 // directory of a live daemon, or without a socket yet, is never touched.
 // Sockets bound less than kMinDeadSocketAgeSeconds ago are never probed.
 inline constexpr std::int64_t kMinDeadSocketAgeSeconds = 60;

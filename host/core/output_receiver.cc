@@ -38,12 +38,18 @@ std::uint64_t OutputReceiver::AckPosition(int i) const {
   return std::max(acked_[i], config_.backpressure && error_.ok() ? consumed_[i] : received_[i]);
 }
 
-// Credit goes back in quarter-window steps (few acks), and whenever the
-// consumer has caught up (so the ring never waits on a partial step).
+// Credit goes back in quarter-window steps (few acks). A supervisor that
+// used up its window (or its ring) is never left waiting on a partial step:
+// it holds a whole one unacknowledged, so the consumer catching up makes a
+// step.
+// Less than a step waits for the shell's timer (AckPending).
 bool OutputReceiver::AckDue() const {
   const std::uint64_t unacked = AckPosition(0) - acked_[0] + AckPosition(1) - acked_[1];
-  return unacked > 0 && (unacked >= config_.window / 4 || queue_.empty());
+  const std::uint64_t step = std::max<std::uint64_t>(1, std::min(config_.window, config_.ring) / 4);
+  return unacked > 0 && (unacked >= step || (ended() && all_taken()));
 }
+
+bool OutputReceiver::AckPending() const { return AckPosition(0) > acked_[0] || AckPosition(1) > acked_[1]; }
 
 wire::Ack OutputReceiver::MakeAck(bool exit) {
   wire::Ack a;

@@ -22,6 +22,11 @@
 
 namespace tether::core {
 
+// How long consumed output may wait for its ack when less than a quarter
+// window is unacknowledged (the supervisor is then far from blocked; the
+// bound keeps its ring and a reattach's replay small).
+inline constexpr std::uint32_t kAckDelayMs = 50;
+
 struct OutputConfig {
   bool pty = false;
   bool text = false;          // OutputFormat::kText
@@ -29,6 +34,10 @@ struct OutputConfig {
   std::size_t window = kDefaultOutputWindowBytes;        // credit, both streams together
   std::size_t unread_limit = kDefaultOutputWindowBytes;  // without backpressure
   std::uint64_t finite_limit = 0;                        // 0: stream mode
+  // The supervisor's ring per stream (StartOptions::ring_bytes; unknown on
+  // a reopen: the default). Sent bytes stay in it until acknowledged, so a
+  // ring smaller than the window blocks the supervisor first.
+  std::size_t ring = 1 << 20;
 };
 
 // What Take() found.
@@ -63,9 +72,15 @@ class OutputReceiver {
   absl::Status OnOutput(wire::Output& o);
   absl::Status OnGap(const wire::OutputGap& g);
 
-  // True when returning credit now is worthwhile: a quarter window is
-  // unacknowledged, or the consumer caught up with something unacked.
+  // True when returning credit now is worthwhile: a quarter window (or
+  // ring, if smaller) is unacknowledged (the supervisor still holds three
+  // quarters while the ack travels), or both streams ended and were read.
   bool AckDue() const;
+  // Something consumed is not acknowledged yet. The I/O shell sends it
+  // within kAckDelay: a trickle of small frames then costs one ack per
+  // delay instead of one per frame (one input request per output frame on
+  // the text and exchange tunnels).
+  bool AckPending() const;
   // The Ack that returns credit as it stands (marks it acknowledged).
   wire::Ack MakeAck(bool exit);
 

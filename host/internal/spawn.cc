@@ -96,6 +96,16 @@ class LocalChannel final : public Channel {
     co_return n;
   }
 
+  // (A read that returned less than it was offered drained the socket, so
+  // the next bytes make a new edge for the reactor: the wait cannot miss them.)
+  bool waits_readable() const override { return true; }
+  asio::awaitable<absl::Status> WaitReadable() override {
+    if (!io_.is_open()) co_return absl::UnavailableError("channel closed");
+    auto [ec] = co_await io_.async_wait(asio::local::stream_protocol::socket::wait_read, kNoThrow);
+    if (ec) co_return absl::UnavailableError(absl::StrCat("local channel wait: ", ec.message()));
+    co_return absl::OkStatus();
+  }
+
   asio::awaitable<absl::Status> Write(std::string_view bytes) override {
     if (!io_.is_open() || write_closed_) co_return absl::UnavailableError("channel input closed");
     auto [ec, n] = co_await asio::async_write(io_, asio::buffer(bytes.data(), bytes.size()), kNoThrow);

@@ -43,6 +43,13 @@ class Channel {
   virtual ~Channel() = default;
   // Reads some bytes of the command's stdout; 0 means EOF.
   virtual boost::asio::awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) = 0;
+  // Optional: waits until ReadSome() would not wait (bytes, EOF or an
+  // error), so that a reader holds no buffer while the channel is quiet.
+  // Only called when waits_readable() and after a ReadSome() that left
+  // nothing waiting (it returned less than it was offered). Cancellation
+  // and Close() as for ReadSome (an error).
+  virtual bool waits_readable() const { return false; }
+  virtual boost::asio::awaitable<absl::Status> WaitReadable() { co_return absl::OkStatus(); }
   // Writes all of `bytes` to the command's stdin.
   virtual boost::asio::awaitable<absl::Status> Write(std::string_view bytes) = 0;
   // Sends EOF to the command's stdin.

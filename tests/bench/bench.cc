@@ -6,6 +6,8 @@
 //
 //   tether_bench [--reps N] [--bytes N] [--only SUBSTRING] [--ssh-window BYTES]
 //                [--ssh 'ssh -T ... user@127.0.0.1']   (tests/bench/run.sh)
+//   tether_bench --scale DIR [--scale-n 10,100,1000,2000] [--scale-rate BYTES/MS (default 1024/1000)]
+//                (only the scale benchmark, tests/bench/scale.h; writes DIR/scale.md, DIR/scale.svg)
 //
 // Prints a Markdown table: benchmark, baseline, tether, ratio, target.
 #include <sys/resource.h>
@@ -34,6 +36,7 @@
 #include "protocol/armor.h"
 #include "protocol/envelope.h"
 #include "tests/bench/bench_util.h"
+#include "tests/bench/scale.h"
 #include "tests/host/proc_util.h"
 
 namespace tether::bench {
@@ -240,7 +243,8 @@ std::vector<std::string> RandomSource(std::uint64_t bytes) {
 }
 
 void Throughput() {
-  if (!Selected("throughput")) return;  // (spares the random file)
+  // (Spares the random file; --only may name one throughput row.)
+  if (!Selected("throughput") && g_args.only.find("throughput") == std::string::npos) return;
   const std::uint64_t n = g_args.bytes;
   const auto zeros = std::vector<std::string>{"head", "-c", std::to_string(n), "/dev/zero"};
   const auto random = RandomSource(n);
@@ -578,6 +582,7 @@ void PrintTable() {
 
 int main(int argc, char** argv) {
   using namespace tether::bench;
+  ScaleArgs scale;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -594,6 +599,16 @@ int main(int argc, char** argv) {
       g_args.ssh_window = std::stoull(next());
     } else if (a == "--ssh") {
       g_args.ssh = next();
+    } else if (a == "--scale") {
+      scale.out_dir = next();
+    } else if (a == "--scale-n") {
+      scale.counts.clear();
+      for (absl::string_view n : absl::StrSplit(next(), ',')) scale.counts.push_back(std::stoi(std::string(n)));
+    } else if (a == "--scale-rate") {
+      const std::vector<std::string> r = absl::StrSplit(next(), '/');
+      if (r.size() != 2) Die("--scale-rate wants BYTES/MS");
+      scale.emit_bytes = std::stoi(r[0]);
+      scale.emit_ms = std::stoi(r[1]);
     } else {
       Die("unknown option " + a + " (see the comment at the top of tests/bench/bench.cc)");
     }
@@ -602,6 +617,16 @@ int main(int argc, char** argv) {
   char tmpl[] = "/tmp/tether-bench-XXXXXX";
   if (!::mkdtemp(tmpl)) Die("mkdtemp");
   g_work = tmpl;
+  if (!scale.out_dir.empty()) {
+    // The streaming child sits next to this binary.
+    scale.emitter = (std::filesystem::canonical("/proc/self/exe").parent_path() / "tether_bench_emit").string();
+    scale.sandbox = g_work + "/sandbox";
+    std::filesystem::create_directories(scale.out_dir);
+    const int rc = RunScale(scale);
+    std::error_code ec;
+    std::filesystem::remove_all(g_work, ec);
+    return rc;
+  }
   std::fprintf(stderr, "tether_bench: %d reps, %llu bytes per stream, work in %s\n", g_args.reps,
                static_cast<unsigned long long>(g_args.bytes), g_work.c_str());
   Throughput();

@@ -87,13 +87,85 @@ TEST_CASE("output receiver: offsets, window, acks and the end") {
   REQUIRE(s.kind == core::ReadStep::kChunk);
   CHECK(s.chunk.offset == 5);
   CHECK(s.chunk.bytes == "!");
-  CHECK(c.output.AckDue());  // caught up
+  CHECK_FALSE(c.output.AckDue());  // caught up, but less than a step: the shell's timer sends it
+  CHECK(c.output.AckPending());
   CHECK(c.output.MakeAck(false).stdout_offset() == 6);
+  CHECK_FALSE(c.output.AckPending());
   CHECK(c.output.Take().kind == core::ReadStep::kNeedMore);
   wire::Envelope skip = Out(wire::STREAM_STDOUT, 9, "x");
   CHECK(absl::IsDataLoss(c.Handle(skip, 1, &fx)));  // a hole without a gap report
   wire::Envelope over = Out(wire::STREAM_STDERR, 0, std::string(kDefaultOutputWindowBytes + 1, 'e'));
   CHECK(absl::IsDataLoss(c.Handle(over, 1, &fx)));  // beyond the window
+}
+
+// What a trickle costs: small frames, each read as it arrives (a text line
+// at a time, as on Daytona). Before, every frame the consumer caught up
+// with was acknowledged at once (one ack, one input request on the text
+// and exchange tunnels, per output frame); now acks come in quarter-window
+// steps, and what is less waits for the shell's kAckDelayMs timer.
+TEST_CASE("output receiver: a trickle of small frames is acknowledged in quarter-window steps") {
+  core::OutputConfig oc;
+  oc.window = 64 * 1024;
+  core::ProcessCore c = Attached(oc, false);
+  core::Effects fx;
+  constexpr int kFrames = 1000;
+  constexpr std::size_t kLine = 100;  // bytes per frame
+  int acks = 0;
+  std::uint64_t offset = 0;
+  for (int i = 0; i < kFrames; ++i) {
+    wire::Envelope e = Out(wire::STREAM_STDOUT, offset, std::string(kLine, 'x'));
+    REQUIRE(c.Handle(e, 1, &fx).ok());
+    offset += kLine;
+    REQUIRE(c.output.Take().kind == core::ReadStep::kChunk);
+    if (c.output.AckDue()) {
+      ++acks;
+      CHECK(c.output.MakeAck(false).stdout_offset() == offset);
+    }
+  }
+  // 100 000 bytes in 16 KiB steps: 6 acks instead of 1000.
+  CHECK(acks == int(kFrames * kLine / (oc.window / 4)));
+  CHECK(c.output.AckPending());  // the rest waits for the timer
+  // The end is acknowledged at once.
+  wire::Envelope end = Out(wire::STREAM_STDOUT, offset, "!", true);
+  REQUIRE(c.Handle(end, 1, &fx).ok());
+  wire::Envelope err_end = Out(wire::STREAM_STDERR, 0, "", true);
+  REQUIRE(c.Handle(err_end, 1, &fx).ok());
+  REQUIRE(c.output.Take().kind == core::ReadStep::kChunk);
+  CHECK(c.output.Take().kind == core::ReadStep::kEnd);
+  CHECK(c.output.AckDue());
+}
+
+TEST_CASE("output receiver: a supervisor out of window or ring gets its credit when the consumer catches up") {
+  core::OutputConfig oc;
+  oc.window = 64 * 1024;
+  oc.ring = 4096;  // smaller than the window: the ring blocks the supervisor first
+  core::ProcessCore c = Attached(oc, false);
+  core::Effects fx;
+  wire::Envelope e = Out(wire::STREAM_STDOUT, 0, std::string(4096, 'x'));
+  REQUIRE(c.Handle(e, 1, &fx).ok());
+  REQUIRE(c.output.Take().kind == core::ReadStep::kChunk);
+  CHECK(c.output.AckDue());
+  CHECK(c.output.MakeAck(false).stdout_offset() == 4096);
+  // A whole window in flight, read in small pieces: due once a quarter is read.
+  core::OutputConfig big;
+  big.window = 64 * 1024;
+  core::ProcessCore d = Attached(big, false);
+  std::uint64_t offset = 0;
+  int acks = 0;
+  for (int i = 0; i < 64; ++i) {
+    wire::Envelope f = Out(wire::STREAM_STDOUT, offset, std::string(1024, 'y'));
+    REQUIRE(d.Handle(f, 1, &fx).ok());
+    offset += 1024;
+  }
+  for (int i = 0; i < 64; ++i) {
+    REQUIRE(d.output.Take().kind == core::ReadStep::kChunk);
+    if (d.output.AckDue()) {
+      ++acks;
+      (void)d.output.MakeAck(false);
+    }
+  }
+  CHECK(acks == 4);
+  CHECK_FALSE(d.output.AckPending());
 }
 
 TEST_CASE("output receiver: exit only after both ends; stale generations ignored") {

@@ -410,6 +410,16 @@ TEST_CASE("a state directory whose daemon was killed is removed; a live or young
   CHECK_FALSE(PathExists(dir + "/dead"));
   CHECK(PathExists(dir + "/live/" + kSocketName));
   CHECK(PathExists(dir + "/young/" + kSocketName));
+  // A bounded share per call (a launch among thousands of live daemons must
+  // not probe them all): one probe at most, yet every dead one goes in time.
+  for (int i = 0; i < 12; ++i) {
+    ::close(make("d" + std::to_string(i)));
+    age("d" + std::to_string(i));
+  }
+  CHECK(RemoveDeadStateDirs(dir, 1) <= 1);
+  for (int call = 0; call < 500; ++call) (void)RemoveDeadStateDirs(dir, 1);
+  for (int i = 0; i < 12; ++i) CHECK_FALSE(PathExists(dir + "/d" + std::to_string(i)));
+  CHECK(PathExists(dir + "/live/" + kSocketName));
   CHECK(PathExists(dir + "/nosocket"));
   ::close(live);
 }

@@ -41,8 +41,19 @@ int Main(int argc, char** argv) {
 
 }  // namespace
 
+// Before anything opens a descriptor: closed stdio gets /dev/null. From the
+// executable's .preinit_array, which runs before any shared library's
+// initializers: gRPC's (linked for the modal provider) opens an eventfd
+// before main(), which took a closed fd 0 and was then read as our stdin.
+// (Only system calls in it: libc's own state may not be ready yet.)
+namespace {
+void PrepareStdioEarly(int, char**, char**) { tether::cli::PrepareStdio(); }
+}  // namespace
+__attribute__((section(".preinit_array"), used)) static void (*const tether_prepare_stdio)(int, char**, char**) =
+    PrepareStdioEarly;
+
 int main(int argc, char** argv) {
-  // Before anything opens a descriptor: closed stdio gets /dev/null.
+  // (Again, for a build whose loader skipped .preinit_array: idempotent.)
   tether::cli::PrepareStdio();
   // Signals meant for the job stay pending until our handlers exist (the
   // event loop unblocks them): a signal in the first milliseconds must not

@@ -1,5 +1,6 @@
 #include "supervisor/child_io.h"
 
+#include <sys/ioctl.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -38,6 +39,13 @@ void ChildIo::Start(const Child& child) {
 absl::Status ChildIo::Resize(const wire::PtySize& size) {
   if (!streams_[0]->fd.is_open()) return absl::OkStatus();  // the terminal is gone with the child
   return ResizePty(streams_[0]->fd.native_handle(), size.cols(), size.rows());
+}
+
+std::size_t ChildIo::Unread(int i) {
+  Stream& s = *streams_[i];
+  int n = 0;
+  if (!s.fd.is_open() || ::ioctl(s.fd.native_handle(), FIONREAD, &n) != 0 || n < 0) return 0;
+  return static_cast<std::size_t>(n);
 }
 
 bool ChildIo::CutOutput() {

@@ -53,6 +53,9 @@ class ChildIo {
   void StdinReady() { stdin_ready_.Notify(); }
   // Sets the terminal's size (a no-op once the terminal is gone).
   absl::Status Resize(const wire::PtySize& size);
+  // Bytes waiting in stream i's pipe (or terminal), not yet read into its
+  // ring (0 once the stream is closed).
+  std::size_t Unread(int i);
   // Descendants hold the output open after the child exited: stop reading
   // (they get EPIPE or SIGPIPE on their next write). True if any was open.
   bool CutOutput();

@@ -86,6 +86,7 @@ class Daemon final : public AttachmentOwner, public ChildIoListener {
   void Attached(Attachment& a);
   void Terminate(unsigned grace_ms);
   void RecordExit(int status, const struct rusage& ru);
+  void ArmDrain();
   void OnExitKnown();
   void WakeAttachment() {
     if (auto a = attachment_.lock()) a->Wake();
@@ -129,6 +130,9 @@ class Daemon final : public AttachmentOwner, public ChildIoListener {
   pid_t last_peer_pid_ = 0;           // of the newest output attachment
   asio::steady_timer kill_timer_;
   asio::steady_timer drain_timer_;
+  // Per stream, the ring offset that holds everything the child wrote
+  // before its exit (what its pipe held then, read).
+  std::array<std::uint64_t, kNumStreams> drain_target_{};
   bool output_cut_ = false;
   bool terminating_ = false;
   bool cancelled_ = false;  // a cancellation marker was found before the child started
@@ -322,15 +326,29 @@ void Daemon::RecordExit(int status, const struct rusage& ru) {
   // Terminate means everything the child started, not only its group.
   if (terminating_) reaper_.Sweep();
   if (!p_.eof[0] || !p_.eof[1]) {
-    const unsigned drain = p_.launch.drain_ms() ? p_.launch.drain_ms() : kDefaultDrainMs;
-    drain_timer_.expires_after(milliseconds(drain));
-    drain_timer_.async_wait([this](boost::system::error_code ec) {
-      if (ec) return;
-      // Descendants still hold the output open: stop reading and report the exit.
-      if (child_io_.CutOutput()) output_cut_ = true;
-    });
+    // Everything the child wrote is in its ring or still in the pipe: that
+    // much is read before any cut, however slowly the host takes it.
+    for (int i = 0; i < kNumStreams; ++i) drain_target_[i] = p_.rings[i].end() + child_io_.Unread(i);
+    ArmDrain();
   }
   OnExitKnown();
+}
+
+// The exit waits drain_ms for the output's EOF. Descendants holding the
+// output open past that are cut off, but never before the child's own
+// bytes were read: a pipe that backpressure keeps full (a host that reads
+// slowly, or is reconnecting) is not a descendant holding it open.
+void Daemon::ArmDrain() {
+  const unsigned drain = p_.launch.drain_ms() ? p_.launch.drain_ms() : kDefaultDrainMs;
+  drain_timer_.expires_after(milliseconds(drain));
+  drain_timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec || shut_down_) return;
+    for (int i = 0; i < kNumStreams; ++i) {
+      if (!p_.eof[i] && p_.rings[i].end() < drain_target_[i]) return ArmDrain();
+    }
+    // Descendants still hold the output open: stop reading and report the exit.
+    if (child_io_.CutOutput()) output_cut_ = true;
+  });
 }
 
 void Daemon::OnExitKnown() {

@@ -28,6 +28,31 @@ std::string_view Marker(ArmorDirection dir) {
   return dir == ArmorDirection::kToSupervisor ? kArmorMarkerToSupervisor : kArmorMarkerToHost;
 }
 
+// Two digits per entry: a 4-byte group is one digit and two pairs (two
+// divisions by constants instead of five).
+constexpr std::array<char, 85 * 85 * 2> MakePairs() {
+  std::array<char, 85 * 85 * 2> p{};
+  for (int i = 0; i < 85 * 85; ++i) {
+    p[2 * i] = kAlphabet[i / 85];
+    p[2 * i + 1] = kAlphabet[i % 85];
+  }
+  return p;
+}
+constexpr std::array<char, 85 * 85 * 2> kPairs = MakePairs();
+
+// The five digits of v, most significant first.
+inline void EncodeGroup(std::uint32_t v, char* o) {
+  constexpr std::uint32_t k85Pow2 = 85 * 85;
+  constexpr std::uint32_t k85Pow4 = k85Pow2 * k85Pow2;
+  const std::uint32_t top = v / k85Pow4;  // 0..82
+  const std::uint32_t rest = v - top * k85Pow4;
+  const std::uint32_t mid = rest / k85Pow2;
+  const std::uint32_t low = rest - mid * k85Pow2;
+  o[0] = kAlphabet[top];
+  std::memcpy(o + 1, &kPairs[2 * mid], 2);
+  std::memcpy(o + 3, &kPairs[2 * low], 2);
+}
+
 void AppendBase85(std::string_view bytes, std::string* out) {
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
   std::size_t n = bytes.size();
@@ -36,21 +61,15 @@ void AppendBase85(std::string_view bytes, std::string* out) {
   out->resize(start + n / 4 * 5 + (n % 4 ? n % 4 + 1 : 0));
   char* o = out->data() + start;
   for (; n >= 4; p += 4, n -= 4, o += 5) {
-    std::uint32_t v = static_cast<std::uint32_t>(p[0]) << 24 | static_cast<std::uint32_t>(p[1]) << 16 |
-                      static_cast<std::uint32_t>(p[2]) << 8 | p[3];
-    for (int i = 4; i >= 0; --i) {
-      o[i] = kAlphabet[v % 85];
-      v /= 85;
-    }
+    EncodeGroup(static_cast<std::uint32_t>(p[0]) << 24 | static_cast<std::uint32_t>(p[1]) << 16 |
+                    static_cast<std::uint32_t>(p[2]) << 8 | p[3],
+                o);
   }
   if (n > 0) {
     std::uint32_t v = 0;
     for (std::size_t i = 0; i < 4; ++i) v = (v << 8) | (i < n ? p[i] : 0);
     char digits[5];
-    for (int i = 4; i >= 0; --i) {
-      digits[i] = kAlphabet[v % 85];
-      v /= 85;
-    }
+    EncodeGroup(v, digits);
     std::memcpy(o, digits, n + 1);
   }
 }
@@ -75,18 +94,31 @@ bool Base85Decode(std::string_view text, std::string* out) {
   if (text.size() % 5 == 1) return false;
   out->resize(text.size() / 5 * 4 + (text.size() % 5 ? text.size() % 5 - 1 : 0));
   char* o = out->data();
-  std::size_t i = 0;
-  while (i < text.size()) {
-    const std::size_t take = text.size() - i < 5 ? text.size() - i : 5;
+  const auto* t = reinterpret_cast<const unsigned char*>(text.data());
+  std::size_t n = text.size();
+  // Whole groups: five lookups, one sign test (an unknown character is -1).
+  for (; n >= 5; t += 5, n -= 5, o += 4) {
+    const int d0 = kReverse[t[0]], d1 = kReverse[t[1]], d2 = kReverse[t[2]], d3 = kReverse[t[3]],
+              d4 = kReverse[t[4]];
+    const std::uint64_t v =
+        (((static_cast<std::uint64_t>(d0) * 85 + d1) * 85 + static_cast<std::uint64_t>(d2)) * 85 + d3) * 85 + d4;
+    if ((d0 | d1 | d2 | d3 | d4) < 0 || v > 0xffffffffULL) {
+      out->clear();
+      return false;
+    }
+    o[0] = static_cast<char>(v >> 24);
+    o[1] = static_cast<char>(v >> 16);
+    o[2] = static_cast<char>(v >> 8);
+    o[3] = static_cast<char>(v);
+  }
+  if (n > 0) {
+    // A short last group: padded with the highest digit.
     std::uint64_t v = 0;
     for (std::size_t k = 0; k < 5; ++k) {
-      int d = 84;  // pad a short group with the highest digit
-      if (k < take) {
-        d = kReverse[static_cast<unsigned char>(text[i + k])];
-        if (d < 0) {
-          out->clear();
-          return false;
-        }
+      const int d = k < n ? kReverse[t[k]] : 84;
+      if (d < 0) {
+        out->clear();
+        return false;
       }
       v = v * 85 + static_cast<std::uint64_t>(d);
     }
@@ -94,9 +126,7 @@ bool Base85Decode(std::string_view text, std::string* out) {
       out->clear();
       return false;
     }
-    const std::size_t bytes = take - 1;
-    for (std::size_t k = 0; k < bytes; ++k) *o++ = static_cast<char>((v >> (24 - 8 * k)) & 0xff);
-    i += take;
+    for (std::size_t k = 0; k + 1 < n; ++k) *o++ = static_cast<char>((v >> (24 - 8 * k)) & 0xff);
   }
   return true;
 }
@@ -124,7 +154,12 @@ bool ArmorDecoder::ParseLine(std::string_view line, std::string* frame) {
   }
   // The marker may follow channel noise (prefix bytes, prompts): use the last
   // occurrence, since the body itself can never contain '~'.
-  const std::size_t at = line.rfind(Marker(dir_));
+  // (A line that starts with the marker and has no other '~', the usual
+  // case, is found with one forward memchr instead of a backward scan.)
+  const std::string_view marker = Marker(dir_);
+  const std::size_t at = line.substr(0, marker.size()) == marker && line.find('~', marker.size()) == line.npos
+                             ? 0
+                             : line.rfind(marker);
   if (at == std::string_view::npos) {
     // No marker, yet the line ends like an armored one ('|' and 8 hex
     // digits) and is not the other direction's (an echo): a frame line

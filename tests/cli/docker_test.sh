@@ -9,18 +9,12 @@
 # Exits 77 (skipped) when podman cannot run containers here.
 set -uo pipefail
 
-if [[ $# -ne 1 || ! -x $1 ]]; then
-  echo "usage: $0 PATH_TO_TETHER" >&2
-  exit 2
-fi
-TETHER=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 here=$(dirname "${BASH_SOURCE[0]}")
-# shellcheck source=../lib/checks.sh
-source "$here/../lib/checks.sh"
+# shellcheck source=../lib/cli_provider.sh
+source "$here/../lib/cli_provider.sh"
 # shellcheck source=../lib/podman_docker.sh
 source "$here/../lib/podman_docker.sh"
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/tether-cli-docker.XXXXXX")
+cli_provider_init docker "$@"
 cleanup() {
   stop_podman_docker
   rm -rf "$WORK"
@@ -43,8 +37,7 @@ else
 fi
 
 # 2. All 256 byte values (a few times over) through cat, unchanged.
-for i in $(seq 0 255); do printf "\\$(printf %03o "$i")"; done >"$WORK/bytes1"
-for _ in 1 2 3 4; do cat "$WORK/bytes1"; done >"$WORK/bytes"
+all_bytes "$WORK/bytes" 4
 status=0
 run -- cat <"$WORK/bytes" >"$WORK/back" 2>"$WORK/err" || status=$?
 if [[ $status -eq 0 ]] && cmp -s "$WORK/bytes" "$WORK/back"; then

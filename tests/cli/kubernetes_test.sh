@@ -9,30 +9,26 @@
 # Exits 77 (skipped) without node or tests/emulators/node_modules.
 set -euo pipefail
 
-if [[ $# -ne 1 || ! -x $1 ]]; then
-  echo "usage: $0 PATH_TO_TETHER" >&2
-  exit 2
-fi
-TETHER=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/tether-cli-k8s.XXXXXX")
-pids=()
+here=$(dirname "${BASH_SOURCE[0]}")
+# shellcheck source=../lib/cli_provider.sh
+source "$here/../lib/cli_provider.sh"
+# shellcheck source=../lib/kubernetes_emulator.sh
+source "$here/../lib/kubernetes_emulator.sh"
+cli_provider_init kubernetes "$@"
+# (The emulator kills what its pod started when it gets SIGTERM: this waits
+# for it rather than killing what runs from $WORK.)
 cleanup() {
   set +e # (a failing step of the cleanup never changes the exit status)
-  # (The emulator kills what its pod started when it gets SIGTERM.)
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  local p
+  for p in "${emulators[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${emulators[@]}"; do wait "$p" 2>/dev/null || true; done
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 
-# shellcheck source=../lib/checks.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../lib/checks.sh"
-# shellcheck source=../lib/kubernetes_emulator.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../lib/kubernetes_emulator.sh"
-
 rc=0
 start_kubernetes_emulator "$WORK" "" tls || rc=$?
-[[ -z ${emu_pid:-} ]] || pids+=("$emu_pid")
+[[ -z ${emu_pid:-} ]] || emulators+=("$emu_pid")
 if [[ $rc -eq 77 ]]; then
   echo "skipped: $emu_why"
   exit 77
@@ -42,20 +38,13 @@ fi
 K8S=(--provider kubernetes --kubeconfig "$emu_kubeconfig" --namespace "$emu_namespace")
 [[ -z $emu_container ]] || K8S+=(--container "$emu_container")
 
-STDIN=/dev/null
-run() {  # NAME ARGS...: stdout to $WORK/NAME.out, stderr to $WORK/NAME.err, STATUS
-  local name=$1
-  shift
-  STATUS=0
-  timeout -k 5 120 "$TETHER" "$@" <"$STDIN" >"$WORK/$name.out" 2>"$WORK/$name.err" || STATUS=$?
-}
 stderr_of() { head -c 600 "$WORK/$1.err" 2>/dev/null || true; }
 # Each error check also prints the message it got, for the log.
 show() { printf '        (%s)\n' "$(head -c 400 "$WORK/$1.err" | tr '\n' ' ')"; }
 
 # ------------------------------------------------------------------ bytes
 
-for i in $(seq 0 255); do printf "\\$(printf '%03o' "$i")"; done >"$WORK/all.bin"
+all_bytes "$WORK/all.bin"
 [[ $(wc -c <"$WORK/all.bin") -eq 256 ]] || { echo "could not make the 256 byte values" >&2; exit 1; }
 STDIN=$WORK/all.bin
 run bytes run "${K8S[@]}" --pod "$emu_pod" -- /bin/cat

@@ -13,73 +13,21 @@
 # Exits 77 (skipped) when the emulator cannot run here (no node 20).
 set -euo pipefail
 
-if [[ $# -ne 1 || ! -x $1 ]]; then
-  echo "usage: $0 PATH_TO_TETHER" >&2
-  exit 2
-fi
-TETHER=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/tether-runloop-test.XXXXXX")
-emulators=()
-
-# Processes started from this run's directories (the emulator's sandbox
-# processes, the supervisors' daemons among them).
-our_pids() {
-  local d argv
-  for d in /proc/[0-9]*; do
-    argv=$( { tr '\0' ' ' <"$d/cmdline"; } 2>/dev/null || true)
-    [[ $argv == *"$WORK/"* ]] && echo "${d#/proc/}"
-  done
-}
-cleanup() {
-  set +e # (a failing step of the cleanup never changes the exit status)
-  local p
-  for p in "${emulators[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  sleep 0.3
-  for p in $(our_pids); do [[ $p == "$$" ]] || kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-# shellcheck source=../lib/checks.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../lib/checks.sh"
+here=$(dirname "${BASH_SOURCE[0]}")
+# shellcheck source=../lib/cli_provider.sh
+source "$here/../lib/cli_provider.sh"
 # shellcheck source=../lib/runloop_emulator.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../lib/runloop_emulator.sh"
+source "$here/../lib/runloop_emulator.sh"
+cli_provider_init runloop "$@"
 
-# run NAME [ARGS...]: `tether ARGS...` with stdin from $STDIN, stdout to
-# $WORK/NAME.out, stderr to $WORK/NAME.err; sets STATUS. Time-limited.
-STDIN=/dev/null
-run() {
-  local name=$1
-  shift
-  STATUS=0
-  timeout -k 5 120 "$TETHER" "$@" <"$STDIN" >"$WORK/$name.out" 2>"$WORK/$name.err" || STATUS=$?
-}
-expect_status() {  # expect_status NAME WANT RUN
-  if [[ $STATUS -eq $2 ]]; then
-    pass "$1"
-  else
-    fail "$1" "exit status $STATUS, want $2" "stderr: $(head -c 500 "$WORK/$3.err" 2>/dev/null || true)"
-  fi
-}
-same_file() {  # same_file NAME GOT WANT
-  if cmp -s "$2" "$3"; then
-    pass "$1"
-  else
-    fail "$1" "got:  $(od -An -c "$2" | head -c 300)" "want: $(od -An -c "$3" | head -c 300)"
-  fi
-}
-
-
-python3 -c 'import sys; sys.stdout.buffer.write(bytes(range(256)))' >"$WORK/all.bin"
+all_bytes "$WORK/all.bin"
 head -c 1048576 /dev/urandom >"$WORK/random.bin"
 printf 'a\000b\377\376c\300\200d\355\240\200e' >"$WORK/odd.bin"
-fmt=
-for i in $(seq 0 255); do fmt+=$(printf '\\%03o' "$i"); done
 
 # exactness LABEL: the checks, against the emulator in $FLAGS.
 exactness() {
   local l=$1
-  run "$l.printf" run "${FLAGS[@]}" -- sh -c "printf '$fmt'"
+  run "$l.printf" run "${FLAGS[@]}" -- sh -c "printf '$all_bytes_fmt'"
   same_file "$l: every byte value printed in the sandbox arrives exactly" "$WORK/$l.printf.out" "$WORK/all.bin"
   expect_status "$l: printf exits 0" 0 "$l.printf"
 
@@ -115,15 +63,7 @@ exactness() {
   expect_status "$l: --pty passes the child's status" 3 "$l.pty"
 }
 
-rc=0
-start_runloop_emulator "$WORK/emu" --tls --sse-ms 1000 || rc=$?
-[[ -z ${runloop_pid:-} ]] || emulators+=("$runloop_pid")
-if [[ $rc -eq 77 ]]; then
-  echo "skipped: cannot run the Runloop emulator here"
-  exit 77
-fi
-[[ $rc -eq 0 ]] || exit 1
-mapfile -t FLAGS < <(runloop_flags)
+cli_provider_start runloop Runloop "$WORK/emu" --tls --sse-ms 1000
 exactness stream
 if grep -q 'execute_async' "$WORK/emu/requests.log" && grep -q 'stream ends with 408' "$WORK/emu/requests.log"; then
   pass "stream: the runs used execute_async and SSE streams that ended with 408 and resumed"
@@ -132,33 +72,12 @@ else
 fi
 
 # An unknown devbox.
-mapfile -t other < <(printf '%s\n' "${FLAGS[@]}" | sed "s/^$runloop_devbox\$/dbx_no_such_42/")
-run nodevbox run "${other[@]}" -- true
-if [[ $STATUS -ne 0 ]] && grep -qi 'not found' "$WORK/nodevbox.err" && grep -q 'dbx_no_such_42' "$WORK/nodevbox.err"; then
-  pass "an unknown devbox is reported as not found"
-else
-  fail "an unknown devbox is reported as not found" "status $STATUS" "stderr: $(head -c 500 "$WORK/nodevbox.err")"
-fi
+expect_not_found nodevbox "an unknown devbox is reported as not found" "$runloop_devbox" dbx_no_such_42
 
 # A wrong API key: a clear error that does not repeat the key.
-good_key=$RUNLOOP_API_KEY
-bad_key=tether-wrong-key-$RANDOM$RANDOM
-RUNLOOP_API_KEY=$bad_key run badkey run "${FLAGS[@]}" -- true
-if [[ $STATUS -ne 0 ]] && grep -qi 'api key' "$WORK/badkey.err" && ! grep -q "$bad_key" "$WORK/badkey.err" &&
-   ! grep -q "$good_key" "$WORK/badkey.err"; then
-  pass "a wrong API key is a clear error without the key in it"
-else
-  fail "a wrong API key is a clear error without the key in it" "status $STATUS" \
-    "stderr: $(head -c 500 "$WORK/badkey.err")"
-fi
-
+expect_key_refused RUNLOOP_API_KEY
 # No API key at all.
-(unset RUNLOOP_API_KEY; run nokey run "${FLAGS[@]}" -- true; echo "$STATUS" >"$WORK/nokey.status")
-if [[ $(cat "$WORK/nokey.status") -ne 0 ]] && grep -q 'RUNLOOP_API_KEY' "$WORK/nokey.err"; then
-  pass "no API key: the error names RUNLOOP_API_KEY"
-else
-  fail "no API key: the error names RUNLOOP_API_KEY" "stderr: $(head -c 500 "$WORK/nokey.err")"
-fi
+expect_key_named "API key" RUNLOOP_API_KEY
 
 run badmode run "${FLAGS[@]}" --runloop-exec sometimes -- true
 expect_status "--runloop-exec with an unknown value is a usage error" 2 badmode

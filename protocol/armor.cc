@@ -100,8 +100,11 @@ bool Base85Decode(std::string_view text, std::string* out) {
   for (; n >= 5; t += 5, n -= 5, o += 4) {
     const int d0 = kReverse[t[0]], d1 = kReverse[t[1]], d2 = kReverse[t[2]], d3 = kReverse[t[3]],
               d4 = kReverse[t[4]];
-    const std::uint64_t v =
-        (((static_cast<std::uint64_t>(d0) * 85 + d1) * 85 + static_cast<std::uint64_t>(d2)) * 85 + d3) * 85 + d4;
+    // Independent products, summed (not a chain of five multiply-adds).
+    const std::uint64_t v = static_cast<std::uint64_t>(d0) * (85ull * 85 * 85 * 85) +
+                            static_cast<std::uint64_t>(d1) * (85ull * 85 * 85) +
+                            static_cast<std::uint64_t>(d2) * (85ull * 85) + static_cast<std::uint64_t>(d3) * 85 +
+                            static_cast<std::uint64_t>(d4);
     if ((d0 | d1 | d2 | d3 | d4) < 0 || v > 0xffffffffULL) {
       out->clear();
       return false;

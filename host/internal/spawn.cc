@@ -90,8 +90,15 @@ class LocalChannel final : public Channel {
 
   asio::awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
     if (!io_.is_open()) co_return absl::UnavailableError("channel closed");
+    // EOF stays EOF. (Not asked of the reactor again: after a read that
+    // came back short it waits for the socket's next edge, and a closed
+    // peer makes none, so a second read would wait forever.)
+    if (eof_) co_return std::size_t{0};
     auto [ec, n] = co_await io_.async_read_some(asio::buffer(buf.data(), buf.size()), kNoThrow);
-    if (ec == asio::error::eof) co_return std::size_t{0};
+    if (ec == asio::error::eof) {
+      eof_ = true;
+      co_return std::size_t{0};
+    }
     if (ec) co_return absl::UnavailableError(absl::StrCat("local channel read: ", ec.message()));
     co_return n;
   }
@@ -175,6 +182,7 @@ class LocalChannel final : public Channel {
   mutable std::optional<int> exit_code_;
   asio::local::stream_protocol::socket io_;
   bool write_closed_ = false;
+  bool eof_ = false;
   std::shared_ptr<Stderr> err_;
 };
 

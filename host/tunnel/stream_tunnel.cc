@@ -130,6 +130,7 @@ class NeedLineChannel final : public Channel {
       if (!n.ok()) co_return n;
       if (*n == 0) {
         deciding_ = false;  // EOF: whatever was held is the output
+        eof_ = true;
         break;
       }
       held_.append(tmp, *n);
@@ -157,6 +158,9 @@ class NeedLineChannel final : public Channel {
       held_.erase(0, k);
       co_return k;
     }
+    // (Never a second read after the inner channel's EOF: a channel need
+    // not answer one.)
+    if (eof_) co_return std::size_t{0};
     co_return co_await inner_->ReadSome(buf);
   }
 
@@ -197,6 +201,7 @@ class NeedLineChannel final : public Channel {
   }
 
   std::unique_ptr<Channel> inner_;
+  bool eof_ = false;  // the inner channel ended while deciding
   std::shared_ptr<std::string> need_;
   const bool text_;
   asio::steady_timer decided_;

@@ -138,5 +138,33 @@ TEST_CASE("closing a channel whose command already exited reaps it at once") {
   CHECK(::waitpid(-1, &st, WNOHANG) <= 0);  // nothing of ours left to reap
 }
 
+TEST_CASE("a read after the channel's EOF is EOF again, at once") {
+  // Asio's reactor is edge-triggered: after a short read it waits for the
+  // socket's next edge, and a peer that is gone makes none. A second read
+  // (the start script's need-line reader did one) then waited until the
+  // reopen's 30 s deadline; crash_test --trial 95 hung so about 1 run in 12.
+  asio::io_context io;
+  bool done = false;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    std::vector<std::string> argv;
+    argv.push_back("true");
+    absl::StatusOr<std::unique_ptr<Channel>> ch = internal::SpawnChannel(io.get_executor(), argv, "");
+    REQUIRE(ch.ok());
+    char buf[16];
+    for (int i = 0; i < 3; ++i) {
+      absl::StatusOr<std::size_t> n = co_await (*ch)->ReadSome({buf, sizeof buf});
+      CHECK((n.ok() && *n == 0));
+    }
+    done = true;
+    (*ch)->Close();
+  }, [](std::exception_ptr e) { if (e) std::rethrow_exception(e); });
+  asio::steady_timer limit(io, milliseconds(5000));
+  limit.async_wait([&](boost::system::error_code ec) {
+    if (!ec) io.stop();
+  });
+  while (!done && !io.stopped()) io.run_one();
+  CHECK(done);
+}
+
 }  // namespace
 }  // namespace tether

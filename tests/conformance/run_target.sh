@@ -117,6 +117,9 @@ case $target in
       sleep 0.1
     done
     [[ -n $init ]] || skip "cannot make user namespaces here: $(cat "$work/unshare.log")"
+    # The cleanup kills the init itself: killing unshare alone left it (and
+    # the namespace's leftover daemons, zombies under it) running for good.
+    pids+=("$init")
     prefix="nsenter -t $init -U -m -p -n --preserve-credentials sh -c"
     # The host cannot see the sandbox's /tmp: check that it is private.
     marker=tether-unshare-$$

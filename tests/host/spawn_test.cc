@@ -119,12 +119,17 @@ TEST_CASE("closing a channel whose killed command cannot be reaped yet does not 
   if (tracer > 0) ::waitpid(tracer, nullptr, 0);
 }
 
+// A channel whose command (`true`) exits at once without writing.
+absl::StatusOr<std::unique_ptr<Channel>> SpawnTrue(asio::io_context& io) {
+  std::vector<std::string> argv;
+  argv.push_back("true");
+  return internal::SpawnChannel(io.get_executor(), argv, "");
+}
+
 TEST_CASE("closing a channel whose command already exited reaps it at once") {
   asio::io_context io;
   asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    std::vector<std::string> argv;
-    argv.push_back("true");
-    absl::StatusOr<std::unique_ptr<Channel>> ch = internal::SpawnChannel(io.get_executor(), argv, "");
+    absl::StatusOr<std::unique_ptr<Channel>> ch = SpawnTrue(io);
     REQUIRE(ch.ok());
     char buf[16];
     absl::StatusOr<std::size_t> n = co_await (*ch)->ReadSome({buf, sizeof buf});
@@ -146,9 +151,7 @@ TEST_CASE("a read after the channel's EOF is EOF again, at once") {
   asio::io_context io;
   bool done = false;
   asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    std::vector<std::string> argv;
-    argv.push_back("true");
-    absl::StatusOr<std::unique_ptr<Channel>> ch = internal::SpawnChannel(io.get_executor(), argv, "");
+    absl::StatusOr<std::unique_ptr<Channel>> ch = SpawnTrue(io);
     REQUIRE(ch.ok());
     char buf[16];
     for (int i = 0; i < 3; ++i) {

@@ -149,23 +149,30 @@ static asio::awaitable<void> CloseWhenDue(asio::steady_timer& timer, Channel& ch
   if (!ec) channel.Close();
 }
 
-asio::awaitable<absl::Status> PutCancelMarker(Transport& transport, std::string path) {
+// Each way of writing a marker is idempotent (an empty file; the script
+// makes the same one), so a channel cut (UNAVAILABLE) is tried again while
+// kMarkerTimeout lasts: on a cut-prone channel one lost call must not leave
+// a delayed launch free to start.
+namespace {
+constexpr auto kMarkerFirstBackoff = std::chrono::milliseconds(50);
+
+// One PutFile of the marker, bounded by `deadline`.
+asio::awaitable<absl::Status> PutMarkerOnce(Transport& transport, const std::string& path,
+                                            std::chrono::steady_clock::time_point deadline) {
   using namespace asio::experimental::awaitable_operators;
-  asio::steady_timer timer(transport.executor(), kMarkerTimeout);
-  auto put = co_await (transport.PutFile(std::move(path), std::string_view(), 0600) ||
+  asio::steady_timer timer(transport.executor(), deadline);
+  std::string p = path;
+  auto put = co_await (transport.PutFile(std::move(p), std::string_view(), 0600) ||
                        timer.async_wait(asio::as_tuple(asio::use_awaitable)));
   if (put.index() == 1) co_return absl::UnavailableError("writing the cancellation marker did not finish in time");
   co_return std::get<0>(std::move(put));
 }
 
-// Writes the cancellation marker of `launch_id` wherever a start script
-// may have put its directory: in the one root the transport names, or by a
-// script (start_script.h CancelScript) within kMarkerTimeout.
-asio::awaitable<absl::Status> WriteCancelMarker(Transport& transport, std::string launch_id) {
+// One run of the marker script, bounded by `deadline`.
+asio::awaitable<absl::Status> RunMarkerScriptOnce(Transport& transport, const std::string& launch_id,
+                                                  std::chrono::steady_clock::time_point deadline) {
   using namespace asio::experimental::awaitable_operators;
-  const std::string root = transport.script_overrides().private_root;
-  if (!root.empty()) co_return co_await PutCancelMarker(transport, absl::StrCat(root, "/run/", launch_id, ".cancel"));
-  asio::steady_timer timer(transport.executor(), kMarkerTimeout);
+  asio::steady_timer timer(transport.executor(), deadline);
   std::vector<std::string> argv;
   argv.push_back("/bin/sh");
   argv.push_back("-c");
@@ -183,6 +190,44 @@ asio::awaitable<absl::Status> WriteCancelMarker(Transport& transport, std::strin
     co_return absl::UnavailableError(absl::StrCat("the sandbox said: ", absl::CHexEscape(out->out.substr(0, 256))));
   }
   co_return absl::OkStatus();
+}
+
+// Waits before another try; false when no time is left for one.
+asio::awaitable<bool> PauseBeforeRetry(Transport& transport, std::chrono::milliseconds* backoff,
+                                       std::chrono::steady_clock::time_point deadline) {
+  if (std::chrono::steady_clock::now() + *backoff >= deadline) co_return false;
+  asio::steady_timer pause(transport.executor(), *backoff);
+  co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+  *backoff *= 2;
+  co_return true;
+}
+}  // namespace
+
+asio::awaitable<absl::Status> PutCancelMarker(Transport& transport, std::string path) {
+  const auto deadline = std::chrono::steady_clock::now() + kMarkerTimeout;
+  auto backoff = kMarkerFirstBackoff;
+  while (true) {
+    absl::Status st = co_await PutMarkerOnce(transport, path, deadline);
+    if (!absl::IsUnavailable(st)) co_return st;
+    const bool again = co_await PauseBeforeRetry(transport, &backoff, deadline);  // (g++ 12: not in the if)
+    if (!again) co_return st;
+  }
+}
+
+// Writes the cancellation marker of `launch_id` wherever a start script
+// may have put its directory: in the one root the transport names, or by a
+// script (start_script.h CancelScript) within kMarkerTimeout.
+asio::awaitable<absl::Status> WriteCancelMarker(Transport& transport, std::string launch_id) {
+  const std::string root = transport.script_overrides().private_root;
+  if (!root.empty()) co_return co_await PutCancelMarker(transport, absl::StrCat(root, "/run/", launch_id, ".cancel"));
+  const auto deadline = std::chrono::steady_clock::now() + kMarkerTimeout;
+  auto backoff = kMarkerFirstBackoff;
+  while (true) {
+    absl::Status st = co_await RunMarkerScriptOnce(transport, launch_id, deadline);
+    if (!absl::IsUnavailable(st)) co_return st;
+    const bool again = co_await PauseBeforeRetry(transport, &backoff, deadline);  // (g++ 12: not in the if)
+    if (!again) co_return st;
+  }
 }
 
 // What a start by script learns from the Welcome: where the process lives.

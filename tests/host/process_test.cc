@@ -978,6 +978,59 @@ TEST_CASE("a cancellation marker that cannot be written ends the start in bounde
   CHECK(sb.LeftoverStateDirs() == 0);
 }
 
+// Commands start late, like LateExecSilentFiles, and the first two file
+// calls fail as a cut channel does (UNAVAILABLE, nothing written).
+class LateExecCutFiles final : public internal::ForwardingTransport {
+ public:
+  explicit LateExecCutFiles(Transport& inner) : ForwardingTransport(inner) {}
+  ChannelCapabilities capabilities() const override { return CapabilitiesOf(TunnelMode::kText); }
+  awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
+    asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::seconds(2));
+    auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return absl::CancelledError("exec cancelled");
+    co_return co_await inner().Exec(std::move(argv));
+  }
+  awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
+    if (++puts_ <= 2) co_return absl::UnavailableError("emulated cut");
+    co_return co_await inner().PutFile(std::move(path), bytes, mode);
+  }
+  int puts() const { return puts_; }
+
+ private:
+  int puts_ = 0;
+};
+
+TEST_CASE("a cancellation marker whose first writes are cut is written again, and the late launch starts nothing") {
+  // Before, one cut call left the marker unwritten, and the launch that
+  // arrived late started the child.
+  Sandbox sb;
+  const std::string flag = sb.root() + "/late-launch-ran";
+  // (The marker goes beside the state directories; no start ran here yet.)
+  std::filesystem::create_directories(sb.root() + "/run");
+  std::filesystem::permissions(sb.root() + "/run", std::filesystem::perms::owner_all);
+  sb.Run([&](Transport& t) -> awaitable<void> {
+    auto late = std::make_shared<LateExecCutFiles>(t);
+    StartOptions o = Opts();
+    o.argv = V("sh", "-c", "echo ran > '" + flag + "'");
+    o.setup_timeout_ms = 300;
+    auto p = co_await Process::Start(*late, o);
+    CAPTURE(p.status());
+    CHECK(ErrorCodeOf(p.status()) == ErrorCode::kOutcomeUnknown);
+    CHECK(std::string(p.status().message()).find("a cancellation marker stops a delayed launch") != std::string::npos);
+    CHECK(late->puts() == 3);
+    asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::milliseconds(3500));
+    co_await timer.async_wait(asio::use_awaitable);  // the launch arrives, finds the marker
+    CHECK_FALSE(std::filesystem::exists(flag));
+  });
+  // Only the marker stays (this launch never arrived to consume it; a later
+  // launch removes stale ones).
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(sb.root() + "/run")) left.push_back(e.path().filename());
+  REQUIRE(left.size() == 1);
+  CHECK(left[0].size() > 7);
+  CHECK(left[0].substr(left[0].size() - 7) == ".cancel");
+}
+
 }  // namespace
 }  // namespace tether
 

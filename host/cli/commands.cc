@@ -474,6 +474,10 @@ int ConformanceCommand(const std::vector<std::string>& args) {
       options.only = args[++i];
       continue;
     }
+    if (args[i] == "--rerun-setup-cuts") {
+      options.rerun_setup_cuts = true;
+      continue;
+    }
     std::fprintf(stderr, "tether conformance: unknown argument '%s'\n%s", args[i].c_str(), Usage());
     return kExitUsage;
   }

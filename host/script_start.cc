@@ -192,26 +192,27 @@ asio::awaitable<absl::Status> RunMarkerScriptOnce(Transport& transport, const st
   co_return absl::OkStatus();
 }
 
-// Waits before another try; false when no time is left for one.
-asio::awaitable<bool> PauseBeforeRetry(Transport& transport, std::chrono::milliseconds* backoff,
-                                       std::chrono::steady_clock::time_point deadline) {
-  if (std::chrono::steady_clock::now() + *backoff >= deadline) co_return false;
-  asio::steady_timer pause(transport.executor(), *backoff);
-  co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
-  *backoff *= 2;
-  co_return true;
+// Runs `once` until it ends in anything but UNAVAILABLE or kMarkerTimeout
+// has no room for another try (50 ms backoff, doubling).
+asio::awaitable<absl::Status> RetryWhileCut(
+    Transport& transport,
+    std::function<asio::awaitable<absl::Status>(std::chrono::steady_clock::time_point)> once) {
+  const auto deadline = std::chrono::steady_clock::now() + kMarkerTimeout;
+  auto backoff = kMarkerFirstBackoff;
+  while (true) {
+    absl::Status st = co_await once(deadline);
+    if (!absl::IsUnavailable(st) || std::chrono::steady_clock::now() + backoff >= deadline) co_return st;
+    asio::steady_timer pause(transport.executor(), backoff);
+    co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+    backoff *= 2;
+  }
 }
 }  // namespace
 
 asio::awaitable<absl::Status> PutCancelMarker(Transport& transport, std::string path) {
-  const auto deadline = std::chrono::steady_clock::now() + kMarkerTimeout;
-  auto backoff = kMarkerFirstBackoff;
-  while (true) {
-    absl::Status st = co_await PutMarkerOnce(transport, path, deadline);
-    if (!absl::IsUnavailable(st)) co_return st;
-    const bool again = co_await PauseBeforeRetry(transport, &backoff, deadline);  // (g++ 12: not in the if)
-    if (!again) co_return st;
-  }
+  co_return co_await RetryWhileCut(transport, [&transport, &path](std::chrono::steady_clock::time_point deadline) {
+    return PutMarkerOnce(transport, path, deadline);
+  });
 }
 
 // Writes the cancellation marker of `launch_id` wherever a start script
@@ -220,14 +221,9 @@ asio::awaitable<absl::Status> PutCancelMarker(Transport& transport, std::string 
 asio::awaitable<absl::Status> WriteCancelMarker(Transport& transport, std::string launch_id) {
   const std::string root = transport.script_overrides().private_root;
   if (!root.empty()) co_return co_await PutCancelMarker(transport, absl::StrCat(root, "/run/", launch_id, ".cancel"));
-  const auto deadline = std::chrono::steady_clock::now() + kMarkerTimeout;
-  auto backoff = kMarkerFirstBackoff;
-  while (true) {
-    absl::Status st = co_await RunMarkerScriptOnce(transport, launch_id, deadline);
-    if (!absl::IsUnavailable(st)) co_return st;
-    const bool again = co_await PauseBeforeRetry(transport, &backoff, deadline);  // (g++ 12: not in the if)
-    if (!again) co_return st;
-  }
+  co_return co_await RetryWhileCut(transport, [&transport, &launch_id](std::chrono::steady_clock::time_point deadline) {
+    return RunMarkerScriptOnce(transport, launch_id, deadline);
+  });
 }
 
 // What a start by script learns from the Welcome: where the process lives.

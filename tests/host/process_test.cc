@@ -939,12 +939,11 @@ TEST_CASE("a probe or an upload that never answers ends within the setup timeout
   CHECK(sb.LeftoverStateDirs() == 0);
 }
 
-// A sandbox whose commands start late (the setup deadline passes while the
-// start script is in flight, so a cancellation marker must be written) and
-// whose file calls never answer (so the marker cannot be).
-class LateExecSilentFiles final : public internal::ForwardingTransport {
+// A sandbox whose commands start late: the setup deadline passes while the
+// start script is in flight, so a cancellation marker must be written.
+class LateExec : public internal::ForwardingTransport {
  public:
-  explicit LateExecSilentFiles(Transport& inner) : ForwardingTransport(inner) {}
+  explicit LateExec(Transport& inner) : ForwardingTransport(inner) {}
   ChannelCapabilities capabilities() const override { return CapabilitiesOf(TunnelMode::kText); }
   awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
     asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::seconds(2));
@@ -952,6 +951,12 @@ class LateExecSilentFiles final : public internal::ForwardingTransport {
     if (ec) co_return absl::CancelledError("exec cancelled");
     co_return co_await inner().Exec(std::move(argv));
   }
+};
+
+// ... and whose file calls never answer (so the marker cannot be written).
+class LateExecSilentFiles final : public LateExec {
+ public:
+  using LateExec::LateExec;
   awaitable<absl::Status> PutFile(std::string, std::string_view, int) override {
     asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::hours(1));
     co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -978,18 +983,11 @@ TEST_CASE("a cancellation marker that cannot be written ends the start in bounde
   CHECK(sb.LeftoverStateDirs() == 0);
 }
 
-// Commands start late, like LateExecSilentFiles, and the first two file
-// calls fail as a cut channel does (UNAVAILABLE, nothing written).
-class LateExecCutFiles final : public internal::ForwardingTransport {
+// ... and whose first two file calls fail as a cut channel does
+// (UNAVAILABLE, nothing written).
+class LateExecCutFiles final : public LateExec {
  public:
-  explicit LateExecCutFiles(Transport& inner) : ForwardingTransport(inner) {}
-  ChannelCapabilities capabilities() const override { return CapabilitiesOf(TunnelMode::kText); }
-  awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
-    asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::seconds(2));
-    auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-    if (ec) co_return absl::CancelledError("exec cancelled");
-    co_return co_await inner().Exec(std::move(argv));
-  }
+  using LateExec::LateExec;
   awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
     if (++puts_ <= 2) co_return absl::UnavailableError("emulated cut");
     co_return co_await inner().PutFile(std::move(path), bytes, mode);

@@ -240,6 +240,21 @@ bool ValidRelayId(std::string_view id) {
   return true;
 }
 
+bool IsExecTag(std::string_view entry) {
+  if (entry.size() <= kExecTagName.size() + 1 || entry.substr(0, kExecTagName.size()) != kExecTagName ||
+      entry[kExecTagName.size()] != '=') {
+    return false;
+  }
+  const std::string_view hex = entry.substr(kExecTagName.size() + 1);
+  return hex.size() <= kMaxExecTagBytes && LowerHex(hex);
+}
+
+std::string ExecTagEntry(std::string_view hex) {
+  std::string entry = std::string(kExecTagName) + "=" + std::string(hex);
+  TETHER_CHECK(IsExecTag(entry));
+  return entry;
+}
+
 std::string_view CommandLineUsage() { return kUsage; }
 
 std::string_view VerbName(const Command& command) {

@@ -148,4 +148,17 @@ std::string_view CommandLineUsage();
 // RELAY_ID rule: 1..kMaxRelayIdBytes of [a-z0-9].
 bool ValidRelayId(std::string_view id);
 
+// The exec tag: an environment entry "TETHER_EXEC_TAG=HEX" (1..64 of
+// [0-9a-f]) that a transport may give each command it starts, so that it
+// can find the command again inside the sandbox (in /proc/PID/environ)
+// and end it when it abandons the command's channel (the docker provider
+// does; the Engine API cannot kill an exec). Every verb keeps it visible
+// through its scrub of /proc (supervisor/proc_scrub.h: argv past the verb
+// and the rest of the environment are zeroed, so a command line cannot
+// identify a bridge) and never passes it to the child. Not a secret.
+inline constexpr std::string_view kExecTagName = "TETHER_EXEC_TAG";
+inline constexpr std::size_t kMaxExecTagBytes = 64;
+bool IsExecTag(std::string_view env_entry);
+std::string ExecTagEntry(std::string_view hex);  // CHECKs that the result IsExecTag
+
 }  // namespace tether::protocol

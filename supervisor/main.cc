@@ -46,6 +46,8 @@ int main(int argc, char** argv) {
   char** const envp = environ;  // as the kernel laid it out: nothing has changed it yet
   const std::vector<std::string> args(argv, argv + argc);
   std::vector<std::string> ambient = supervisor::CopyEnvironment(envp);
+  // The transport's exec tag stays with us (in /proc only), never the child's.
+  std::erase_if(ambient, [](const std::string& e) { return protocol::IsExecTag(e); });
   supervisor::ScrubProcessStrings(argc, argv, /*keep_args=*/2, envp);
   const absl::StatusOr<protocol::Command> cmd = protocol::ParseCommandLine(args);
   const bool keeps_env = cmd.ok() && (std::holds_alternative<protocol::LaunchCommand>(*cmd) ||

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "protocol/command_line.h"
+
 extern char** environ;
 
 namespace tether::supervisor {
@@ -18,31 +20,16 @@ std::vector<std::string> CopyEnvironment(char** envp) {
 }
 
 void ScrubProcessStrings(int argc, char** argv, int keep_args, char** envp) {
-  // The strings to erase, in the order the kernel laid them out: the
-  // arguments from argv[keep_args], then the environment.
-  std::vector<char*> strings;
+  // Each string is zeroed where it lies; its NUL stays, so what /proc shows
+  // keeps its length. The arguments from argv[keep_args], then the whole
+  // environment but the exec tag (not a secret: the transport's way to find
+  // this process again).
   for (int i = keep_args; i < argc; ++i) {
-    if (argv[i] != nullptr) strings.push_back(argv[i]);
+    if (argv[i] != nullptr) std::memset(argv[i], 0, std::strlen(argv[i]));
   }
-  for (char** e = envp; e != nullptr && *e != nullptr; ++e) strings.push_back(*e);
-  if (strings.empty()) {
-    environ = g_empty_environment;
-    return;
+  for (char** e = envp; e != nullptr && *e != nullptr; ++e) {
+    if (!protocol::IsExecTag(*e)) std::memset(*e, 0, std::strlen(*e));
   }
-  // The contiguous block from the first string: each next string starts
-  // right after the previous one's NUL.
-  char* const begin = strings.front();
-  char* end = begin + std::strlen(begin) + 1;
-  std::vector<char*> elsewhere;
-  for (std::size_t i = 1; i < strings.size(); ++i) {
-    if (strings[i] == end) {
-      end += std::strlen(end) + 1;
-    } else {
-      elsewhere.push_back(strings[i]);
-    }
-  }
-  for (char* s : elsewhere) std::memset(s, 0, std::strlen(s));
-  std::memset(begin, 0, static_cast<std::size_t>(end - begin));
   environ = g_empty_environment;
 }
 

@@ -15,7 +15,9 @@
 // copies what it needs, and ScrubProcessStrings zeroes the original strings
 // where they lie (the setproctitle technique) and points `environ` at an
 // empty array. What /proc then shows is argv[0] and the mode (argv[1]),
-// followed by NUL bytes, and an environment of NUL bytes.
+// followed by NUL bytes, and an environment of NUL bytes but for the exec
+// tag, when the transport gave one (protocol/command_line.h): how a
+// transport that abandons a command's channel finds the command again.
 //
 //   int main(int argc, char** argv) {
 //     char** const envp = environ;  // as the kernel laid it out
@@ -33,11 +35,10 @@ namespace tether::supervisor {
 // The "NAME=value" strings of `envp` (NULL-terminated; null means none).
 std::vector<std::string> CopyEnvironment(char** envp);
 
-// Zeroes the strings argv[keep_args..argc) and every string of `envp` in
-// place, and points `environ` at an empty environment. The strings that lie
-// back to back, as the kernel placed them, are zeroed as one block; any that
-// do not (moved by someone before us) are zeroed one by one. The argv and
-// envp pointer arrays stay valid: they now point to empty strings.
+// Zeroes the strings argv[keep_args..argc) and every string of `envp` but
+// an exec tag in place, wherever each lies, and points `environ` at an
+// empty environment. The argv and envp pointer arrays stay valid: the
+// zeroed strings are now empty.
 void ScrubProcessStrings(int argc, char** argv, int keep_args, char** envp);
 
 // Zeroes the bytes of each string in `strings` and empties it: for copies of

@@ -225,5 +225,19 @@ TEST_CASE("ValidRelayId takes 1..64 of [a-z0-9]") {
   CHECK_FALSE(ValidRelayId(std::string("a\0", 2)));
 }
 
+TEST_CASE("IsExecTag takes TETHER_EXEC_TAG= and 1..64 of [0-9a-f], nothing else") {
+  CHECK(IsExecTag("TETHER_EXEC_TAG=0"));
+  CHECK(IsExecTag("TETHER_EXEC_TAG=" + std::string(64, 'f')));
+  CHECK(ExecTagEntry("00ff") == "TETHER_EXEC_TAG=00ff");
+  CHECK_FALSE(IsExecTag("TETHER_EXEC_TAG="));
+  CHECK_FALSE(IsExecTag("TETHER_EXEC_TAG=" + std::string(65, 'f')));
+  CHECK_FALSE(IsExecTag("TETHER_EXEC_TAG=00FF"));
+  CHECK_FALSE(IsExecTag("TETHER_EXEC_TAG=api-key"));
+  CHECK_FALSE(IsExecTag("TETHER_EXEC_TAGS=00"));
+  CHECK_FALSE(IsExecTag("XTETHER_EXEC_TAG=00"));
+  CHECK_FALSE(IsExecTag("TETHER_EXEC_TAG"));
+  CHECK_FALSE(IsExecTag(std::string("TETHER_EXEC_TAG=0\0", 18)));
+}
+
 }  // namespace
 }  // namespace tether::protocol

@@ -70,6 +70,21 @@ TEST_CASE("strings that are not where the kernel put them are zeroed too") {
   CHECK(environ[0] == nullptr);
 }
 
+TEST_CASE("the transport's exec tag stays visible; anything like it but not it is zeroed") {
+  const std::string tag = "TETHER_EXEC_TAG=0123456789abcdef";
+  Block b({"prog", "bridge", "/state/dir"},
+          {"API_KEY=hunter2", tag, "TETHER_EXEC_TAG=NOT-HEX-secret", "TETHER_EXEC_TAGX=1", "B=2"});
+  KeepEnviron keep;
+  ScrubProcessStrings(b.argc(), b.argv.data(), 2, b.envp.data());
+  CHECK(std::string_view(b.envp[1]) == tag);
+  for (int i : {0, 2, 3, 4}) CHECK(std::string_view(b.envp[i]).empty());
+  // What /proc shows: the kept strings, NULs, the tag, NULs.
+  std::string expect = std::string("prog") + '\0' + "bridge" + '\0' + std::string(11 + 16, '\0') + tag + '\0';
+  expect += std::string(b.bytes.size() - expect.size(), '\0');
+  CHECK(b.bytes == expect);
+  CHECK(environ[0] == nullptr);
+}
+
 TEST_CASE("no arguments to erase and no environment are fine") {
   Block b({"prog"}, {});
   KeepEnviron keep;

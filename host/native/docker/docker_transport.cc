@@ -24,6 +24,7 @@
 #include "host/internal/random.h"
 #include "host/net/http.h"
 #include "tether/shell_setup.h"
+#include "protocol/command_line.h"
 #include "protocol/sha256.h"
 
 namespace tether {
@@ -147,6 +148,14 @@ class DockerTransport final : public Transport {
     create["AttachStdout"] = true;
     create["AttachStderr"] = true;
     create["Tty"] = false;
+    // A tag of its own, by which Reap finds it if its channel is abandoned.
+    std::string tag;
+    if (reap) {
+      tag = absl::BytesToHexString(internal::RandomBytes(16));
+      json::array env;
+      env.emplace_back(protocol::ExecTagEntry(tag));
+      create["Env"] = std::move(env);
+    }
     json::array cmd;
     for (const std::string& a : argv) cmd.emplace_back(a);
     create["Cmd"] = std::move(cmd);
@@ -183,8 +192,8 @@ class DockerTransport final : public Transport {
     std::function<void()> on_abandon;
     if (reap) {
       std::weak_ptr<Transport> weak = weak_from_this();
-      on_abandon = [weak, argv = std::move(argv)]() mutable {
-        if (std::shared_ptr<Transport> t = weak.lock()) static_cast<DockerTransport&>(*t).Abandoned(std::move(argv));
+      on_abandon = [weak, tag = std::move(tag)]() mutable {
+        if (std::shared_ptr<Transport> t = weak.lock()) static_cast<DockerTransport&>(*t).Abandoned(std::move(tag));
       };
     }
     co_return docker::MakeExecChannel(ex_, engine_, exec_id, *std::move(raw), std::move(on_abandon));
@@ -192,24 +201,24 @@ class DockerTransport final : public Transport {
 
   // The Engine API cannot kill an exec. An abandoned one is found inside the
   // container as a process the engine started (parent pid 0 in the
-  // container's namespace, not pid 1) whose command line is exactly argv,
-  // and killed: what closing a local channel does to its bridge. (The
-  // supervisor's daemon is never such a process: it has a parent.)
-  void Abandoned(std::vector<std::string> argv) {
+  // container's namespace, not pid 1) whose environment holds its exec tag,
+  // and killed: what closing a local channel does to its bridge. (Not by its
+  // command line: the supervisor zeroes its own past the verb, and two
+  // bridges' lines can be the same. The daemon is never such a process: it
+  // has a parent.)
+  void Abandoned(std::string tag) {
     ++reaping_;
-    asio::co_spawn(ex_, Reap(std::static_pointer_cast<DockerTransport>(shared_from_this()), std::move(argv)),
+    asio::co_spawn(ex_, Reap(std::static_pointer_cast<DockerTransport>(shared_from_this()), std::move(tag)),
                    asio::detached);
   }
 
-  static asio::awaitable<void> Reap(std::shared_ptr<DockerTransport> self, std::vector<std::string> argv) {
-    std::string cmdline;
-    for (const std::string& a : argv) absl::StrAppend(&cmdline, a, std::string(1, '\0'));
+  static asio::awaitable<void> Reap(std::shared_ptr<DockerTransport> self, std::string tag) {
     const std::string script = absl::StrCat(
-        kSha256, "h=", protocol::Sha256Hex(cmdline), "; for d in /proc/[0-9]*; do p=${d#/proc/}; ",
+        "t=", protocol::ExecTagEntry(tag), "; for d in /proc/[0-9]*; do p=${d#/proc/}; ",
         "if [ \"$p\" = 1 ] || [ \"$p\" = $$ ]; then continue; fi; pp=; ",
         "while read -r k v; do if [ \"$k\" = PPid: ]; then pp=$v; break; fi; done 2>/dev/null < \"$d/status\"; ",
         "[ \"$pp\" = 0 ] || continue; ",
-        "if [ \"$($S < \"$d/cmdline\" 2>/dev/null | cut -c1-64)\" = \"$h\" ]; then kill -9 \"$p\" 2>/dev/null; fi; ",
+        "if tr '\\0' '\\n' < \"$d/environ\" 2>/dev/null | grep -qx \"$t\"; then kill -9 \"$p\" 2>/dev/null; fi; ",
         "done; echo tether-reaped");
     std::vector<std::string> sh;  // (named: g++ 12 and braced lists in coroutines)
     sh.push_back("/bin/sh");

@@ -14,7 +14,6 @@ namespace {
 
 using asio::awaitable;
 using asio::local::stream_protocol;
-using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
 constexpr std::size_t kReadBufferBytes = 64 * 1024;
@@ -84,7 +83,10 @@ awaitable<void> Attachment::Lease() {
       Close();
       break;
     }
-    lease_timer_.expires_at(std::min(lease.deadline, now + milliseconds(1000)));
+    // One wake-up per lease, not a poll: a request only moves the deadline
+    // later (seen when this one fires); the Hello, which may shorten it,
+    // cancels the wait (Reader).
+    lease_timer_.expires_at(lease.deadline);
     co_await lease_timer_.async_wait(kNoThrow);
   }
 }
@@ -97,6 +99,7 @@ awaitable<void> Attachment::Reader() {
     auto [ec, n] = co_await socket_.async_read_some(asio::buffer(buf.get(), kReadBufferBytes), kNoThrow);
     if (ec || n == 0) break;
     core_.Received(steady_clock::now());
+    const bool was_authenticated = core_.authenticated();
     std::string_view in(buf.get(), n);
     while (!closed_) {
       actions.clear();
@@ -109,6 +112,7 @@ awaitable<void> Attachment::Reader() {
       // interleave with the writer's bytes).
       if (step == AttachmentCore::Step::kStop) co_return;
     }
+    if (!was_authenticated && core_.authenticated()) lease_timer_.cancel();  // the lease's own length from now
   }
   Close();
 }

@@ -1021,6 +1021,26 @@ TEST_CASE("a lost connection frees the attachment; the child keeps running") {
   REQUIRE(b->CollectUntil(t, [](const Transcript& t) { return t.data[0] == "still here"; }).ok());
 }
 
+TEST_CASE("a holder that goes quiet loses the attachment one lease after its last request") {
+  Sandbox sb;
+  wire::Launch l = sb.NewLaunch({"cat"});
+  l.set_lease_ms(400);
+  Attached a = sb.Start(l);
+  const pid_t child = a.welcome.state().pid();
+  // Connected and silent, not stopped: the lease ends it (the daemon waits
+  // for the lease's deadline, set anew by the Hello, not for the ten
+  // seconds a connection has to say hello).
+  const auto quiet_since = steady_clock::now();
+  Transcript t;
+  REQUIRE(a.peer->CollectUntilClosed(t).ok());
+  CHECK(steady_clock::now() - quiet_since < std::chrono::seconds(5));
+  CHECK(Alive(child));
+  wire::Welcome w;
+  std::unique_ptr<Peer> b = sb.Attach(l, {}, &w);
+  CHECK(w.generation() == 2);
+  CHECK(w.state().pid() == child);
+}
+
 TEST_CASE("the same launch id twice starts only one child") {
   Sandbox sb;
   const wire::Launch l = sb.NewLaunch({"cat"});

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <string>
 
 namespace tether::supervisor {
 namespace {
@@ -67,7 +68,7 @@ std::optional<ProcStat> ReadProcStat(pid_t pid) {
   return ParseProcStat(std::string_view(buf, static_cast<std::size_t>(n)));
 }
 
-std::vector<pid_t> ChildrenOf(pid_t parent) {
+std::vector<pid_t> ChildrenOfByScan(pid_t parent) {
   std::vector<pid_t> out;
   DIR* d = ::opendir("/proc");
   if (d == nullptr) return out;
@@ -79,6 +80,50 @@ std::vector<pid_t> ChildrenOf(pid_t parent) {
   }
   ::closedir(d);
   return out;
+}
+
+std::optional<std::vector<pid_t>> ChildrenOfByTasks(pid_t parent) {
+  // The kernel has the files (CONFIG_PROC_CHILDREN; gVisor, for one, may
+  // not): asked once.
+  static const bool supported = ::access("/proc/thread-self/children", R_OK) == 0;
+  if (!supported) return std::nullopt;
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/task", static_cast<int>(parent));
+  DIR* d = ::opendir(path);
+  if (d == nullptr) return std::nullopt;
+  std::vector<pid_t> out;
+  std::string text;
+  char buf[4096];
+  while (dirent* e = ::readdir(d)) {
+    pid_t tid = 0;
+    if (!ParseNumber(std::string_view(e->d_name), &tid) || tid <= 0) continue;
+    std::snprintf(path, sizeof(path), "/proc/%d/task/%d/children", static_cast<int>(parent), static_cast<int>(tid));
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;  // that thread has ended
+    text.clear();
+    while (true) {
+      const ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      text.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(fd);
+    // "pid pid ... " (each followed by a space).
+    std::string_view rest(text);
+    while (true) {
+      const std::string_view f = NextField(&rest);
+      if (f.empty()) break;
+      pid_t pid = 0;
+      if (ParseNumber(f, &pid) && pid > 0) out.push_back(pid);
+    }
+  }
+  ::closedir(d);
+  return out;
+}
+
+std::vector<pid_t> ChildrenOf(pid_t parent) {
+  if (std::optional<std::vector<pid_t>> fast = ChildrenOfByTasks(parent)) return *std::move(fast);
+  return ChildrenOfByScan(parent);
 }
 
 }  // namespace tether::supervisor

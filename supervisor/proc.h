@@ -32,7 +32,15 @@ std::optional<ProcStat> ParseProcStat(std::string_view text);
 std::optional<ProcStat> ReadProcStat(pid_t pid);
 
 // Every process whose parent is `parent`, zombies included (they are gone
-// only once reaped). Empty when /proc cannot be read.
+// only once reaped). Empty when /proc cannot be read. From the parent's
+// own lists (ChildrenOfByTasks) where the kernel has them, so that its cost
+// is its children's number, not the sandbox's (a terminate's sweep with
+// thousands of processes beside it); else by reading every /proc/PID/stat.
 std::vector<pid_t> ChildrenOf(pid_t parent);
+
+// The two ways, for tests: every thread's /proc/PARENT/task/TID/children
+// (nullopt when the kernel has no such files), and the full scan.
+std::optional<std::vector<pid_t>> ChildrenOfByTasks(pid_t parent);
+std::vector<pid_t> ChildrenOfByScan(pid_t parent);
 
 }  // namespace tether::supervisor

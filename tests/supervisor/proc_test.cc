@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <string>
 
+#include <thread>
+
 #include <doctest.h>
 
 #include "tests/supervisor/test_util.h"
@@ -61,6 +63,55 @@ TEST_CASE("ReadProcStat sees this process, and ChildrenOf its child until it is 
   kids = ChildrenOf(::getpid());
   CHECK(std::count(kids.begin(), kids.end(), kid) == 0);
   CHECK_FALSE(ReadProcStat(kid).has_value());
+}
+
+
+TEST_CASE("the children lists and the full scan agree: live children, a zombie, a child of another thread") {
+  std::vector<pid_t> kids;
+  for (int i = 0; i < 3; ++i) {
+    const pid_t kid = ::fork();
+    if (kid == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+    kids.push_back(kid);
+  }
+  ::kill(kids[0], SIGKILL);  // a zombie until reaped below
+  CHECK(testing::Eventually([&] { return ReadProcStat(kids[0]) && ReadProcStat(kids[0])->state == 'Z'; }));
+  // A child forked by another thread hangs on that thread's list.
+  pid_t from_thread = 0;
+  std::thread([&] {
+    from_thread = ::fork();
+    if (from_thread == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+  }).join();
+  kids.push_back(from_thread);
+  std::vector<pid_t> scan = ChildrenOfByScan(::getpid());
+  std::optional<std::vector<pid_t>> tasks = ChildrenOfByTasks(::getpid());
+  std::vector<pid_t> any = ChildrenOf(::getpid());
+  std::sort(kids.begin(), kids.end());
+  std::sort(scan.begin(), scan.end());
+  std::sort(any.begin(), any.end());
+  // (Other tests in this binary may have left this process, a subreaper,
+  // children of its own: the sets must contain ours and agree.)
+  const auto has_all = [&](const std::vector<pid_t>& v) {
+    return std::includes(v.begin(), v.end(), kids.begin(), kids.end());
+  };
+  CHECK(has_all(scan));
+  CHECK(has_all(any));
+  if (tasks) {
+    std::sort(tasks->begin(), tasks->end());
+    CHECK(*tasks == scan);
+  } else {
+    MESSAGE("this kernel has no /proc/PID/task/TID/children: only the scan was checked");
+  }
+  for (pid_t k : kids) {
+    ::kill(k, SIGKILL);
+    CHECK(testing::WaitPid(k).has_value());
+  }
+  for (pid_t k : ChildrenOf(::getpid())) CHECK(std::find(kids.begin(), kids.end(), k) == kids.end());
 }
 
 }  // namespace

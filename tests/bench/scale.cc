@@ -33,6 +33,8 @@ struct ScalePoint {
   bool streaming = false;
   int reached = 0;               // processes started (n unless a start failed)
   std::string failure;           // why a start failed
+  int teardown_failed = 0;       // processes whose terminate, read or wait failed at the end
+  std::string teardown_failure;  // the first such failure
   double host_cpu_us = 0;        // host CPU per process, us per second
   double host_ctx = 0;           // host context switches per second, all processes
   double heap_bytes = 0;         // host heap per process
@@ -86,25 +88,41 @@ struct Countdown {
   awaitable<void> Wait() {
     if (left > 0) co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
   }
+  // A failed call on the way to the end: counted, the first one kept.
+  void Failed(const absl::Status& st) {
+    if (++failed == 1) first_failure = st.ToString();
+  }
   int left = 0;
+  int failed = 0;
+  std::string first_failure;
   asio::steady_timer timer;
 };
 
 // Reads until the end, then waits for the exit.
 awaitable<void> ReadToEnd(Process* p, std::uint64_t* bytes, Countdown* done) {
+  bool failed = false;
   while (true) {
     auto c = co_await p->Read();
+    if (!c.ok()) {
+      done->Failed(c.status());
+      failed = true;
+    }
     if (!c.ok() || !*c) break;
     *bytes += (*c)->bytes.size();
   }
-  (void)co_await p->Wait();
+  auto e = co_await p->Wait();
+  if (!e.ok() && !failed) done->Failed(e.status());
   done->Done();
 }
 
-awaitable<void> TerminateOne(Process* p) { (void)co_await p->Terminate(0); }
+awaitable<void> TerminateOne(Process* p, Countdown* done) {
+  auto st = co_await p->Terminate(0);
+  if (!st.ok()) done->Failed(st);
+}
 
 awaitable<void> FinishIdle(Process* p, Countdown* done) {
-  (void)co_await p->Terminate(0);
+  auto st = co_await p->Terminate(0);
+  if (!st.ok()) done->Failed(st);
   std::uint64_t ignored = 0;
   co_await ReadToEnd(p, &ignored, done);
 }
@@ -191,13 +209,19 @@ awaitable<void> MeasurePoint(Transport& t, const ScaleArgs& a, ScalePoint* pt) {
   // Tear down: every process terminated, its output read, its exit taken.
   for (auto& p : procs) {
     if (pt->streaming) {
-      asio::co_spawn(ex, TerminateOne(p.get()), asio::detached);
+      asio::co_spawn(ex, TerminateOne(p.get(), &done), asio::detached);
     } else {
       ++done.left;
       asio::co_spawn(ex, FinishIdle(p.get(), &done), asio::detached);
     }
   }
   co_await done.Wait();
+  pt->teardown_failed = done.failed;
+  pt->teardown_failure = done.first_failure;
+  if (done.failed > 0) {
+    std::fprintf(stderr, "  scale: %d of %d processes failed on their way to the end; the first: %s\n", done.failed,
+                 pt->reached, done.first_failure.c_str());
+  }
   procs.clear();
   co_await SleepFor(1);  // what the handles' last operations hold goes too (the next heap figure starts clean)
 }
@@ -215,6 +239,11 @@ std::string Table(const std::vector<ScalePoint>& pts, const ScaleArgs& a) {
   }
   for (const ScalePoint& p : pts) {
     if (!p.failure.empty()) absl::StrAppend(&s, "\nN = ", p.n, " stopped at ", p.reached, ": ", p.failure, "\n");
+    if (p.teardown_failed > 0) {
+      absl::StrAppend(&s, "\nN = ", p.n, p.streaming ? " streaming" : " idle", ": ", p.teardown_failed,
+                      " processes failed on their way to the end (terminate, read or wait); the first: ",
+                      p.teardown_failure, "\n");
+    }
   }
   return s;
 }

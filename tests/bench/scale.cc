@@ -33,7 +33,7 @@ struct ScalePoint {
   bool streaming = false;
   int reached = 0;               // processes started (n unless a start failed)
   std::string failure;           // why a start failed
-  int teardown_failed = 0;       // processes whose terminate, read or wait failed at the end
+  int teardown_failed = 0;       // terminate, read and wait calls that failed at the end
   std::string teardown_failure;  // the first such failure
   double host_cpu_us = 0;        // host CPU per process, us per second
   double host_ctx = 0;           // host context switches per second, all processes
@@ -219,8 +219,8 @@ awaitable<void> MeasurePoint(Transport& t, const ScaleArgs& a, ScalePoint* pt) {
   pt->teardown_failed = done.failed;
   pt->teardown_failure = done.first_failure;
   if (done.failed > 0) {
-    std::fprintf(stderr, "  scale: %d of %d processes failed on their way to the end; the first: %s\n", done.failed,
-                 pt->reached, done.first_failure.c_str());
+    std::fprintf(stderr, "  scale: %d calls failed on the way to the end of %d processes; the first: %s\n",
+                 done.failed, pt->reached, done.first_failure.c_str());
   }
   procs.clear();
   co_await SleepFor(1);  // what the handles' last operations hold goes too (the next heap figure starts clean)
@@ -241,7 +241,7 @@ std::string Table(const std::vector<ScalePoint>& pts, const ScaleArgs& a) {
     if (!p.failure.empty()) absl::StrAppend(&s, "\nN = ", p.n, " stopped at ", p.reached, ": ", p.failure, "\n");
     if (p.teardown_failed > 0) {
       absl::StrAppend(&s, "\nN = ", p.n, p.streaming ? " streaming" : " idle", ": ", p.teardown_failed,
-                      " processes failed on their way to the end (terminate, read or wait); the first: ",
+                      " calls (terminate, read or wait) failed on the way to the end; the first: ",
                       p.teardown_failure, "\n");
     }
   }

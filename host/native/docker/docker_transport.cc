@@ -149,11 +149,11 @@ class DockerTransport final : public Transport {
     create["AttachStderr"] = true;
     create["Tty"] = false;
     // A tag of its own, by which Reap finds it if its channel is abandoned.
-    std::string tag;
+    std::string tag;  // "TETHER_EXEC_TAG=HEX"
     if (reap) {
-      tag = absl::BytesToHexString(internal::RandomBytes(16));
+      tag = protocol::ExecTagEntry(absl::BytesToHexString(internal::RandomBytes(16)));
       json::array env;
-      env.emplace_back(protocol::ExecTagEntry(tag));
+      env.emplace_back(tag);
       create["Env"] = std::move(env);
     }
     json::array cmd;
@@ -212,9 +212,9 @@ class DockerTransport final : public Transport {
                    asio::detached);
   }
 
-  static asio::awaitable<void> Reap(std::shared_ptr<DockerTransport> self, std::string tag) {
+  static asio::awaitable<void> Reap(std::shared_ptr<DockerTransport> self, std::string tag) {  // tag: the exec tag entry
     const std::string script = absl::StrCat(
-        "t=", protocol::ExecTagEntry(tag), "; for d in /proc/[0-9]*; do p=${d#/proc/}; ",
+        "t=", tag, "; for d in /proc/[0-9]*; do p=${d#/proc/}; ",
         "if [ \"$p\" = 1 ] || [ \"$p\" = $$ ]; then continue; fi; pp=; ",
         "while read -r k v; do if [ \"$k\" = PPid: ]; then pp=$v; break; fi; done 2>/dev/null < \"$d/status\"; ",
         "[ \"$pp\" = 0 ] || continue; ",

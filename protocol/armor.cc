@@ -178,7 +178,11 @@ bool ArmorDecoder::ParseLine(std::string_view line, std::string* frame) {
     return false;
   }
   ++damaged_;  // taken back below once the line decodes
-  line.remove_prefix(at + Marker(dir_).size());
+  // Our marker earlier in the same line: two frame lines whose newline
+  // was damaged (the channel flipped or dropped it). The last one decodes,
+  // the first is lost: that is damage, not noise.
+  if (at > 0 && line.substr(0, at).find(marker) != std::string_view::npos) ++damaged_;
+  line.remove_prefix(at + marker.size());
   if (line.size() < kChecksumHexDigits + 1 ||
       line[line.size() - kChecksumHexDigits - 1] != kChecksumSeparator) {
     return false;

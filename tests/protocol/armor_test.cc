@@ -516,6 +516,32 @@ TEST_CASE("Next ends the stream on a truncated frame line or one whose marker wa
   }
 }
 
+TEST_CASE("Next ends the stream when a damaged newline joins two frame lines") {
+  // The first line's newline became another byte: the joined line ends
+  // with the second frame, which decodes, and the first would vanish
+  // without a trace (found by the chaos suite: a later offset arrived).
+  for (const char c : {'x', '\0', '~', '\r'}) {
+    std::string text = Line("first");
+    text.back() = c;
+    text += Line("second");
+    ArmorDecoder dec(ArmorDirection::kToHost);
+    std::string_view in = text;
+    std::string frame;
+    absl::StatusOr<DecodeResult> r = dec.Next(&in, &frame);
+    CHECK(absl::IsDataLoss(r.status()));
+    CHECK(dec.damaged_lines() >= 1);
+  }
+  // A channel prefix (noise without our marker) is still accepted.
+  const std::string prefixed = "[stdout] ~T1 " + Line("ok");
+  ArmorDecoder dec(ArmorDirection::kToHost);
+  std::string_view in = prefixed;
+  std::string frame;
+  absl::StatusOr<DecodeResult> r = dec.Next(&in, &frame);
+  REQUIRE(r.ok());
+  REQUIRE(*r == DecodeResult::kFrame);
+  CHECK(DecodeWholeFrame(frame).value() == "ok");
+}
+
 TEST_CASE("Next skips noise, echoes and blank lines like Decode, split at every byte") {
   const std::string text = "\r\n" + Line("echo", ArmorDirection::kToSupervisor) + "bash: noise\n" + Line("a") +
                            "\n" + Line("b");

@@ -389,9 +389,12 @@ TEST_CASE("a channel killed mid-stream loses nothing that was still in the ring"
 
 TEST_CASE("output beyond the ring while detached is reported as a gap, the newest bytes kept") {
   Sandbox sb;
-  sb.Run([](Transport& t) -> awaitable<void> {
-    // 3 MiB of numbered lines while nobody is attached; the ring keeps 1 MiB.
-    auto p = co_await Start(t, V("sh", "-c", "read x; seq 1 400000; echo end"), true);
+  const std::string done = sb.root() + "/seq-done";
+  sb.Run([&done](Transport& t) -> awaitable<void> {
+    // 2.7 MB of numbered lines while nobody is attached; the ring keeps 1
+    // MiB. The child marks when it has written them all (all but a pipe's
+    // worth are then in the ring, which has overflowed).
+    auto p = co_await Start(t, V("sh", "-c", "read x; seq 1 400000; echo end; : > \"$0\"", done), true);
     REQUIRE(p.ok());
     CHECK((co_await WriteAll(**p, "go\n")).ok());
     // Wait for the EOF acknowledgement before taking the reference.
@@ -404,8 +407,13 @@ TEST_CASE("output beyond the ring while detached is reported as a gap, the newes
     }
     CHECK((co_await (*p)->Disconnect()).ok());
     p->reset();
-    timer.expires_after(std::chrono::milliseconds(1500));
-    co_await timer.async_wait(asio::use_awaitable);
+    // Not a fixed sleep: under load (ctest -j2 beside the chaos suite) the
+    // child took longer than 1.5 s, the reopen came first and no gap formed.
+    for (int i = 0; i < 6000 && !std::filesystem::exists(done); ++i) {
+      timer.expires_after(std::chrono::milliseconds(5));
+      co_await timer.async_wait(asio::use_awaitable);
+    }
+    REQUIRE(std::filesystem::exists(done));
 
     auto q = co_await Process::Reopen(t, *ref);
     REQUIRE(q.ok());

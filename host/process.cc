@@ -269,7 +269,6 @@ asio::awaitable<absl::Status> Process::Disconnect() {
   if (!s.core.exit && s.failed.ok()) s.FlushAck();
   s.disconnected = true;
   s.ping_timer.cancel();
-  s.ack_timer.cancel();
   s.cond.NotifyAll();
   if (s.session->closed()) co_return absl::OkStatus();
   // Unread output stays in the supervisor's ring for the next attachment.

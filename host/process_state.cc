@@ -25,37 +25,24 @@ void Process::State::Fail(absl::Status st) {
   if (failed.ok()) failed = std::move(st);
   core.input.OnConnectionLost(failed);
   ping_timer.cancel();
-  ack_timer.cancel();
   session->Close();
   cond.NotifyAll();
 }
 
 void Process::State::MaybeAck() {
   if (core.exit || !failed.ok() || disconnected) return;
-  if (core.output.AckDue()) {
-    FlushAck();
-    return;
-  }
-  if (ack_timer_armed || !core.output.AckPending()) return;
-  // Less than a step: at most one such Ack per kAckDelayMs. A sparse
-  // trickle is acknowledged at once (no second wake-up for a timer); a
-  // dense one waits for the timer and goes with whatever is consumed by
-  // then (one timer per process, armed only while something is pending).
-  const auto now = std::chrono::steady_clock::now();
-  const auto delay = std::chrono::milliseconds(core::kAckDelayMs);
-  if (now - last_ack >= delay) {
-    FlushAck();
-    return;
-  }
-  ack_timer_armed = true;
-  ack_timer.expires_at(last_ack + delay);
-  ack_timer.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
-    std::shared_ptr<State> self = weak.lock();
-    if (!self) return;
-    self->ack_timer_armed = false;
-    if (ec || self->core.exit || !self->failed.ok() || self->disconnected) return;
-    self->FlushAck();
-  });
+  // Credit due (a quarter window consumed, or the end read) goes at once.
+  // Less rides on the keepalive's ping, at most ping_interval (a third of
+  // the lease) later, or goes with a Detach (RidePendingAck). An ack
+  // of its own for a trickle, or a timer for one, woke the daemon (and
+  // this thread) a second time per output frame; the supervisor is far
+  // from blocked while less than a step is unacknowledged.
+  if (core.output.AckDue()) FlushAck();
+}
+
+void Process::State::RidePendingAck() {
+  if (core.exit || !failed.ok() || disconnected) return;
+  FlushAck();
 }
 
 void Process::State::FlushAck() {
@@ -63,14 +50,12 @@ void Process::State::FlushAck() {
   wire::Envelope env;
   *env.mutable_ack() = core.output.MakeAck(false);
   session->Send(std::move(env));
-  last_ack = std::chrono::steady_clock::now();
 }
 
 void Process::State::AckExit() {
   if (exit_acked || !core.exit || session->closed()) return;
   exit_acked = true;
   ping_timer.cancel();
-  ack_timer.cancel();
   wire::Envelope env;
   *env.mutable_ack() = core.output.MakeAck(true);
   session->Send(std::move(env));
@@ -89,6 +74,7 @@ asio::awaitable<void> Process::State::Keepalive() {
     ping_timer.expires_after(ping_interval);
     co_await ping_timer.async_wait(asio::as_tuple(asio::use_awaitable));
     if (session->closed() || exit_acked) break;
+    RidePendingAck();  // the same write: one wake-up of the daemon for both
     wire::Envelope env;
     env.mutable_ping()->set_nonce(++nonce);
     session->Send(std::move(env));
@@ -122,7 +108,6 @@ asio::awaitable<void> Process::State::Pump() {
   }
   close_timer.cancel();
   ping_timer.cancel();
-  ack_timer.cancel();
   if (terminate_deadline) terminate_deadline->cancel();
   session->Close();
   cond.NotifyAll();

@@ -4,6 +4,8 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -49,6 +51,11 @@ std::uint64_t Session::Send(wire::Envelope env) {
 
 asio::awaitable<void> Session::Writer() {
   auto self = shared_from_this();
+  // co_spawn started this coroutine inline, inside the first Send. Yield
+  // once, so that the frames queued in the same turn go in one write: an
+  // ack with the ping it rides on, a reconnect's replay (one wake-up of the
+  // daemon, one native call on a message channel).
+  co_await asio::post(ex_, asio::use_awaitable);
   std::string batch;
   while (!closed_ && !outbox_.empty()) {
     batch.clear();

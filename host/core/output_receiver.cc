@@ -42,7 +42,7 @@ std::uint64_t OutputReceiver::AckPosition(int i) const {
 // used up its window (or its ring) is never left waiting on a partial step:
 // it holds a whole one unacknowledged, so the consumer catching up makes a
 // step.
-// Less than a step waits for the shell's timer (AckPending).
+// Less than a step waits for the shell's next ping (AckPending).
 bool OutputReceiver::AckDue() const {
   const std::uint64_t unacked = AckPosition(0) - acked_[0] + AckPosition(1) - acked_[1];
   const std::uint64_t step = std::max<std::uint64_t>(1, std::min(config_.window, config_.ring) / 4);

@@ -22,11 +22,6 @@
 
 namespace tether::core {
 
-// How long consumed output may wait for its ack when less than a quarter
-// window is unacknowledged (the supervisor is then far from blocked; the
-// bound keeps its ring and a reattach's replay small).
-inline constexpr std::uint32_t kAckDelayMs = 50;
-
 struct OutputConfig {
   bool pty = false;
   bool text = false;          // OutputFormat::kText
@@ -77,9 +72,9 @@ class OutputReceiver {
   // quarters while the ack travels), or both streams ended and were read.
   bool AckDue() const;
   // Something consumed is not acknowledged yet. The I/O shell sends it
-  // within kAckDelay: a trickle of small frames then costs one ack per
-  // delay instead of one per frame (one input request per output frame on
-  // the text and exchange tunnels).
+  // with its next keepalive ping: a trickle of small frames then costs no
+  // ack of its own (no second wake-up of the daemon per frame, no input
+  // request per output frame on the text and exchange tunnels).
   bool AckPending() const;
   // The Ack that returns credit as it stands (marks it acknowledged).
   wire::Ack MakeAck(bool exit);

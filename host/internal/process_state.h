@@ -32,8 +32,7 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
         core(output, stdin_pipe, /*keep_copies=*/false),
         cond(transport->executor()),
         close_timer(transport->executor()),
-        ping_timer(transport->executor()),
-        ack_timer(transport->executor()) {}
+        ping_timer(transport->executor()) {}
 
   // Starts the receive pump and the keepalive once the Welcome is in.
   absl::Status Begin(const wire::Welcome& welcome);
@@ -44,9 +43,12 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   // The Hello that resumes at the acknowledged offsets.
   wire::Hello ResumeHello() const;
   void Fail(absl::Status st);
-  // Sends an Ack when credit is due, or arms ack_timer when less is
-  // pending (never after the exit or a failure).
+  // Sends an Ack when credit is due (never after the exit or a failure);
+  // less waits for RidePendingAck.
   void MaybeAck();
+  // Sends whatever consumption is unacknowledged, just before the
+  // keepalive's ping goes out in the same write.
+  void RidePendingAck();
   // Sends an Ack of what was consumed, if anything was (before a Detach).
   void FlushAck();
   // The exit reached its reader: acknowledge it so the supervisor cleans up.
@@ -64,9 +66,6 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   internal::Condition cond;  // notified on every state change
   boost::asio::steady_timer close_timer;
   boost::asio::steady_timer ping_timer;  // cancelled at exit or failure
-  boost::asio::steady_timer ack_timer;   // a pending partial ack (core::kAckDelayMs)
-  bool ack_timer_armed = false;
-  std::chrono::steady_clock::time_point last_ack{};  // when the last Ack went out
   std::chrono::milliseconds ping_interval{10000};
 
   bool exit_acked = false;

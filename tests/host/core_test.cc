@@ -102,7 +102,7 @@ TEST_CASE("output receiver: offsets, window, acks and the end") {
 // at a time, as on Daytona). Before, every frame the consumer caught up
 // with was acknowledged at once (one ack, one input request on the text
 // and exchange tunnels, per output frame); now acks come in quarter-window
-// steps, and what is less waits for the shell's kAckDelayMs timer.
+// steps, and what is less waits for the shell's next keepalive ping.
 TEST_CASE("output receiver: a trickle of small frames is acknowledged in quarter-window steps") {
   core::OutputConfig oc;
   oc.window = 64 * 1024;
@@ -124,7 +124,7 @@ TEST_CASE("output receiver: a trickle of small frames is acknowledged in quarter
   }
   // 100 000 bytes in 16 KiB steps: 6 acks instead of 1000.
   CHECK(acks == int(kFrames * kLine / (oc.window / 4)));
-  CHECK(c.output.AckPending());  // the rest waits for the timer
+  CHECK(c.output.AckPending());  // the rest waits for the ping
   // The end is acknowledged at once.
   wire::Envelope end = Out(wire::STREAM_STDOUT, offset, "!", true);
   REQUIRE(c.Handle(end, 1, &fx).ok());

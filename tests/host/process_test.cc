@@ -22,6 +22,8 @@
 #include "tether/errors.h"
 #include "tether/local_transport.h"
 #include "host/reference.h"
+#include "protocol/frame.h"
+#include "tether/protocol/tether.pb.h"
 #include "tests/host/process_fixture.h"
 
 namespace tether {
@@ -1071,6 +1073,138 @@ TEST_CASE("a well-formed reference parses and round-trips; each damaged field is
   CHECK(absl::IsInvalidArgument(with(std::string(64, 'f'), "ff")));
   CHECK(absl::IsInvalidArgument(with("\"provider\":\"local\"", "\"provider\":\"\"")));
   CHECK(ErrorCodeOf(with("1900050000", "1000")) == ErrorCode::kExpired);
+}
+
+}  // namespace
+}  // namespace tether
+
+namespace tether {
+namespace {
+
+// Records, per Write, the frames the host sends on its channels once armed
+// (after the start: from then on every write is whole frames).
+class TappedTransport final : public internal::ForwardingTransport {
+ public:
+  struct Tap {
+    bool armed = false;
+    bool eof_read = false;  // set by the test once Read() returned the end
+    struct Write {
+      std::vector<wire::Envelope> frames;
+      bool after_eof = false;
+    };
+    std::vector<Write> writes;
+  };
+
+  explicit TappedTransport(Transport& inner) : ForwardingTransport(inner) {}
+  ChannelCapabilities capabilities() const override { return CapabilitiesOf(TunnelMode::kBinary); }
+  awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
+    auto c = co_await inner().Exec(std::move(argv));
+    if (!c.ok()) co_return c;
+    co_return std::unique_ptr<Channel>(std::make_unique<TapChannel>(*std::move(c), tap));
+  }
+  std::shared_ptr<Tap> tap = std::make_shared<Tap>();
+
+ private:
+  class TapChannel final : public Channel {
+   public:
+    TapChannel(std::unique_ptr<Channel> inner, std::shared_ptr<Tap> tap) : inner_(std::move(inner)), tap_(tap) {}
+    awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
+      co_return co_await inner_->ReadSome(buf);
+    }
+    bool waits_readable() const override { return inner_->waits_readable(); }
+    awaitable<absl::Status> WaitReadable() override { co_return co_await inner_->WaitReadable(); }
+    awaitable<absl::Status> Write(std::string_view bytes) override {
+      if (tap_->armed) {
+        Tap::Write w;
+        w.after_eof = tap_->eof_read;
+        std::string_view in = bytes;
+        std::string payload;
+        while (true) {
+          absl::StatusOr<protocol::DecodeResult> r = decoder_.Decode(&in, &payload);
+          REQUIRE(r.ok());
+          if (*r == protocol::DecodeResult::kNeedMore) break;
+          wire::Envelope env;
+          REQUIRE(env.ParseFromString(payload));
+          w.frames.push_back(std::move(env));
+        }
+        tap_->writes.push_back(std::move(w));
+      }
+      co_return co_await inner_->Write(bytes);
+    }
+    void CloseWrite() override { inner_->CloseWrite(); }
+    void Close() override { inner_->Close(); }
+    awaitable<void> AsyncClose() override { co_await inner_->AsyncClose(); }
+    std::optional<int> exit_code() const override { return inner_->exit_code(); }
+    std::string Diagnostics() const override { return inner_->Diagnostics(); }
+
+   private:
+    std::unique_ptr<Channel> inner_;
+    std::shared_ptr<Tap> tap_;
+    protocol::FrameDecoder decoder_;
+  };
+};
+
+// A trickle of output (less than a quarter window in all) costs no ack of
+// its own: what was consumed goes out with the keepalive's ping, in the
+// same write, so the daemon wakes once per output frame, not twice. Before,
+// each line read more than 50 ms after the last ack was acknowledged at
+// once, a frame (and a daemon wake-up) per line.
+TEST_CASE("a trickle's acks ride on the keepalive ping, never alone") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    co_await WarmUp(t);
+    auto tapped_owner = std::make_shared<TappedTransport>(t);
+    TappedTransport& tapped = *tapped_owner;
+    StartOptions o = Opts();
+    o.argv = V("sh", "-c", "for i in 1 2 3 4 5 6 7 8; do echo line$i; sleep 0.2; done");
+    o.lease_ms = 1500;  // a ping every 500 ms
+    auto p = co_await Process::Start(tapped, o);
+    REQUIRE_MESSAGE(p.ok(), p.status());
+    tapped.tap->armed = true;
+    std::string out;
+    int reads = 0;
+    while (true) {
+      auto c = co_await (*p)->Read();
+      REQUIRE_MESSAGE(c.ok(), c.status());
+      if (!*c) break;
+      out += (*c)->bytes;
+      ++reads;
+    }
+    tapped.tap->eof_read = true;
+    auto e = co_await (*p)->Wait();
+    REQUIRE(e.ok());
+    CHECK(e->code == 0);
+    CHECK(out == "line1\nline2\nline3\nline4\nline5\nline6\nline7\nline8\n");
+    int alone = 0, riding = 0;
+    std::uint64_t acked_with_ping = 0;
+    std::string log;
+    for (const auto& w : tapped.tap->writes) {
+      log += w.after_eof ? "| after EOF:" : "|";
+      for (const auto& f : w.frames) log += " " + std::to_string(int(f.body_case()));
+    }
+    CAPTURE(log);
+    for (const auto& w : tapped.tap->writes) {
+      bool has_ping = false;
+      for (const auto& f : w.frames) has_ping |= f.has_ping();
+      for (const auto& f : w.frames) {
+        if (!f.has_ack() || w.after_eof || f.ack().exit()) continue;
+        if (has_ping) {
+          ++riding;
+          acked_with_ping = std::max<std::uint64_t>(acked_with_ping, f.ack().stdout_offset());
+        } else {
+          ++alone;
+        }
+      }
+    }
+    CAPTURE(reads);
+    CAPTURE(tapped.tap->writes.size());
+    CHECK(reads >= 4);  // it was a trickle: read a few lines at a time at most
+    CHECK(alone == 0);
+    CHECK(riding >= 1);  // 1.6 s of output, a ping every 500 ms
+    CHECK(acked_with_ping > 0);
+    CHECK(acked_with_ping <= out.size());
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);
 }
 
 }  // namespace

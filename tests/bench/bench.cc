@@ -7,6 +7,7 @@
 //   tether_bench [--reps N] [--bytes N] [--only SUBSTRING] [--ssh-window BYTES]
 //                [--ssh 'ssh -T ... user@127.0.0.1']   (tests/bench/run.sh)
 //   tether_bench --scale DIR [--scale-n 10,100,1000,2000] [--scale-rate BYTES/MS (default 1024/1000)]
+//                [--scale-window SECONDS (default 3: how long CPU is measured)]
 //                (only the scale benchmark, tests/bench/scale.h; writes DIR/scale.md, DIR/scale.svg)
 //
 // Prints a Markdown table: benchmark, baseline, tether, ratio, target.
@@ -609,6 +610,8 @@ int main(int argc, char** argv) {
       if (r.size() != 2) Die("--scale-rate wants BYTES/MS");
       scale.emit_bytes = std::stoi(r[0]);
       scale.emit_ms = std::stoi(r[1]);
+    } else if (a == "--scale-window") {
+      scale.window_s = std::stod(next());
     } else {
       Die("unknown option " + a + " (see the comment at the top of tests/bench/bench.cc)");
     }

@@ -39,6 +39,9 @@ struct ScalePoint {
   double host_ctx = 0;           // host context switches per second, all processes
   double heap_bytes = 0;         // host heap per process
   double sup_cpu_us = 0;         // supervisor CPU per process, us per second
+  double sup_wakes = 0;          // times a supervisor was scheduled, per process and second
+  double child_cpu_us = 0;       // the command's own CPU per process (the baseline: it wakes once a tick)
+  double child_wakes = 0;        // the same for the command
   double sup_rss_kib = 0;        // supervisor RSS per process
   double rtt_us = 0;             // median 1-byte round trip of one more process
   double last_start_ms = 0;      // the N-th Start()
@@ -50,19 +53,32 @@ double CpuSeconds(const rusage& r) {
   return r.ru_utime.tv_sec + r.ru_utime.tv_usec / 1e6 + r.ru_stime.tv_sec + r.ru_stime.tv_usec / 1e6;
 }
 
-// utime + stime of a process in seconds (0 once it is gone).
-double ProcCpuSeconds(pid_t pid) {
-  const std::string stat = testing::ReadProc(pid, "stat");
-  const std::size_t close = stat.rfind(')');
-  if (close == std::string::npos) return 0;
-  // Fields after the name: state is field 3; utime and stime are 14 and 15.
-  const char* p = stat.c_str() + close + 2;
-  unsigned long long utime = 0, stime = 0;
-  for (int field = 3; field < 14 && *p; ++p) {
-    if (*p == ' ') ++field;
+// Time on a CPU (seconds) and times scheduled onto one, from
+// /proc/PID/schedstat: nanoseconds, where stat's utime and stime are clock
+// ticks (10 ms). A daemon that wakes once a second for a few hundred
+// microseconds crosses a tick only now and then, so summed ticks said 0
+// for 100 streaming daemons and ~660 us/s for 1000. Zeros once it is gone.
+struct SchedStat {
+  double cpu_s = 0;
+  double slices = 0;
+};
+
+SchedStat ProcSched(pid_t pid) {
+  unsigned long long run_ns = 0, wait_ns = 0, slices = 0;
+  if (std::sscanf(testing::ReadProc(pid, "schedstat").c_str(), "%llu %llu %llu", &run_ns, &wait_ns, &slices) != 3) {
+    return {};
   }
-  if (std::sscanf(p, "%llu %llu", &utime, &stime) != 2) return 0;
-  return double(utime + stime) / double(::sysconf(_SC_CLK_TCK));
+  return {double(run_ns) / 1e9, double(slices)};
+}
+
+SchedStat SumSched(const std::vector<pid_t>& pids) {
+  SchedStat s;
+  for (pid_t p : pids) {
+    const SchedStat one = ProcSched(p);
+    s.cpu_s += one.cpu_s;
+    s.slices += one.slices;
+  }
+  return s;
 }
 
 awaitable<void> SleepFor(double secs) {
@@ -182,26 +198,28 @@ awaitable<void> MeasurePoint(Transport& t, const ScaleArgs& a, ScalePoint* pt) {
   co_await SleepFor(0.5);  // settle
   const double n = std::max(1, pt->reached);
   pt->heap_bytes = double(testing::HeapInUseBytes() - std::min(heap0, testing::HeapInUseBytes())) / n;
-  std::vector<pid_t> daemons;
-  for (auto& p : procs) daemons.push_back(testing::ParentOf(p->pid()));
-  auto sup_cpu = [&] {
-    double s = 0;
-    for (pid_t d : daemons) s += ProcCpuSeconds(d);
-    return s;
-  };
+  std::vector<pid_t> daemons, children;
+  for (auto& p : procs) {
+    daemons.push_back(testing::ParentOf(p->pid()));
+    children.push_back(p->pid());
+  }
   rusage r0{}, r1{};
-  const double sc0 = sup_cpu();
+  const SchedStat d0 = SumSched(daemons), c0 = SumSched(children);
   const std::uint64_t b0 = bytes;
   ::getrusage(RUSAGE_SELF, &r0);
   const double w0 = Now();
   co_await SleepFor(a.window_s);
   ::getrusage(RUSAGE_SELF, &r1);
+  const SchedStat d1 = SumSched(daemons), c1 = SumSched(children);
   const double wall = Now() - w0;
   // (After the CPU window: the round trips' own CPU is not the N's.)
   pt->rtt_us = co_await RoundTrip(t, a.round_trips) * 1e6;
   pt->host_cpu_us = (CpuSeconds(r1) - CpuSeconds(r0)) / wall / n * 1e6;
   pt->host_ctx = double(r1.ru_nvcsw - r0.ru_nvcsw + r1.ru_nivcsw - r0.ru_nivcsw) / wall;
-  pt->sup_cpu_us = (sup_cpu() - sc0) / wall / n * 1e6;
+  pt->sup_cpu_us = (d1.cpu_s - d0.cpu_s) / wall / n * 1e6;
+  pt->sup_wakes = (d1.slices - d0.slices) / wall / n;
+  pt->child_cpu_us = (c1.cpu_s - c0.cpu_s) / wall / n * 1e6;
+  pt->child_wakes = (c1.slices - c0.slices) / wall / n;
   pt->mib_per_s = double(bytes - b0) / wall / (1 << 20);
   double rss = 0;
   for (pid_t d : daemons) rss += double(std::max(0L, testing::RssKib(d)));
@@ -229,13 +247,17 @@ awaitable<void> MeasurePoint(Transport& t, const ScaleArgs& a, ScalePoint* pt) {
 std::string Table(const std::vector<ScalePoint>& pts, const ScaleArgs& a) {
   std::string s = absl::StrFormat(
       "| N | mode | started | N-th start | all starts | host CPU / process | host ctx switches | host heap / "
-      "process | supervisor CPU / process | supervisor RSS / process | round trip (1 more) | output |\n"
-      "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+      "process | supervisor CPU / process | supervisor wake-ups / process | the command's CPU / process "
+      "(baseline) | its wake-ups | supervisor RSS / process | round trip (1 more) | output |\n"
+      "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const ScalePoint& p : pts) {
-    absl::StrAppendFormat(&s, "| %d | %s | %d | %.1f ms | %.1f s | %.1f us/s | %.0f /s | %.1f KiB | %.1f us/s | %.0f KiB | %.0f us | %.1f MiB/s |\n",
+    absl::StrAppendFormat(&s,
+                          "| %d | %s | %d | %.1f ms | %.1f s | %.1f us/s | %.0f /s | %.1f KiB | %.1f us/s | %.2f /s | "
+                          "%.1f us/s | %.2f /s | %.0f KiB | %.0f us | %.1f MiB/s |\n",
                           p.n, p.streaming ? absl::StrFormat("streaming %d B / %d ms", a.emit_bytes, a.emit_ms) : "idle",
                           p.reached, p.last_start_ms, p.all_start_s, p.host_cpu_us, p.host_ctx, p.heap_bytes / 1024,
-                          p.sup_cpu_us, p.sup_rss_kib, p.rtt_us, p.mib_per_s);
+                          p.sup_cpu_us, p.sup_wakes, p.child_cpu_us, p.child_wakes, p.sup_rss_kib, p.rtt_us,
+                          p.mib_per_s);
   }
   for (const ScalePoint& p : pts) {
     if (!p.failure.empty()) absl::StrAppend(&s, "\nN = ", p.n, " stopped at ", p.reached, ": ", p.failure, "\n");
@@ -293,14 +315,16 @@ std::string Panel(const std::vector<ScalePoint>& pts, double ScalePoint::*field,
 
 std::string Svg(const std::vector<ScalePoint>& pts, const ScaleArgs& a) {
   std::string s =
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"620\" height=\"380\" viewBox=\"0 0 620 380\">\n"
-      "<rect width=\"620\" height=\"380\" fill=\"white\"/>\n";
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"620\" height=\"560\" viewBox=\"0 0 620 560\">\n"
+      "<rect width=\"620\" height=\"560\" fill=\"white\"/>\n";
   s += Panel(pts, &ScalePoint::host_cpu_us, "host CPU per process (us/s)", 0, 0);
   s += Panel(pts, &ScalePoint::heap_bytes, "host heap per process (bytes)", 310, 0);
   s += Panel(pts, &ScalePoint::sup_rss_kib, "supervisor RSS per process (KiB)", 0, 180);
   s += Panel(pts, &ScalePoint::rtt_us, "round trip of one more process (us)", 310, 180);
+  s += Panel(pts, &ScalePoint::sup_cpu_us, "supervisor CPU per process (us/s)", 0, 360);
+  s += Panel(pts, &ScalePoint::all_start_s, "time to start all N (s)", 310, 360);
   absl::StrAppendFormat(&s,
-                        "<text x=\"10\" y=\"372\" font-family=\"sans-serif\" font-size=\"11\"><tspan "
+                        "<text x=\"10\" y=\"552\" font-family=\"sans-serif\" font-size=\"11\"><tspan "
                         "fill=\"#1c7ed6\">idle</tspan>, <tspan fill=\"#d9480f\">streaming %d B every %d "
                         "ms</tspan>; x: N processes (log), one host thread, local provider</text>\n",
                         a.emit_bytes, a.emit_ms);

@@ -30,17 +30,16 @@ void Process::State::Fail(absl::Status st) {
 }
 
 void Process::State::MaybeAck() {
-  if (core.exit || !failed.ok() || disconnected) return;
   // Credit due (a quarter window consumed, or the end read) goes at once.
   // Less rides on the keepalive's ping, at most ping_interval (a third of
-  // the lease) later, or goes with a Detach (RidePendingAck). An ack
+  // the lease) later, or goes before a Detach (Disconnect flushes). An ack
   // of its own for a trickle, or a timer for one, woke the daemon (and
   // this thread) a second time per output frame; the supervisor is far
   // from blocked while less than a step is unacknowledged.
-  if (core.output.AckDue()) FlushAck();
+  if (core.output.AckDue()) AckConsumed();
 }
 
-void Process::State::RidePendingAck() {
+void Process::State::AckConsumed() {
   if (core.exit || !failed.ok() || disconnected) return;
   FlushAck();
 }
@@ -74,7 +73,7 @@ asio::awaitable<void> Process::State::Keepalive() {
     ping_timer.expires_after(ping_interval);
     co_await ping_timer.async_wait(asio::as_tuple(asio::use_awaitable));
     if (session->closed() || exit_acked) break;
-    RidePendingAck();  // the same write: one wake-up of the daemon for both
+    AckConsumed();  // rides on the ping: one write, one wake-up of the daemon
     wire::Envelope env;
     env.mutable_ping()->set_nonce(++nonce);
     session->Send(std::move(env));

@@ -43,12 +43,12 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   // The Hello that resumes at the acknowledged offsets.
   wire::Hello ResumeHello() const;
   void Fail(absl::Status st);
-  // Sends an Ack when credit is due (never after the exit or a failure);
-  // less waits for RidePendingAck.
+  // Sends an Ack when credit is due; less waits for the keepalive, which
+  // calls AckConsumed just before its ping (both go in one write).
   void MaybeAck();
-  // Sends whatever consumption is unacknowledged, just before the
-  // keepalive's ping goes out in the same write.
-  void RidePendingAck();
+  // Sends whatever consumption is unacknowledged (never after the exit, a
+  // failure or a disconnect).
+  void AckConsumed();
   // Sends an Ack of what was consumed, if anything was (before a Detach).
   void FlushAck();
   // The exit reached its reader: acknowledge it so the supervisor cleans up.

@@ -7,6 +7,7 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -472,9 +473,12 @@ TEST_CASE("input after a reopen continues after every byte the supervisor accept
 
 TEST_CASE("ring_bytes sets how much output a detached process keeps") {
   Sandbox sb;
-  sb.Run([](Transport& t) -> awaitable<void> {
+  const std::string done = sb.root() + "/seq-done";
+  sb.Run([&done](Transport& t) -> awaitable<void> {
     StartOptions o = Opts();
-    o.argv = V("sh", "-c", "read x; seq 1 30000");  // 168,894 bytes while detached
+    // 168,894 bytes while detached; the child marks when it has written
+    // them all (all but a pipe's worth are then in the ring).
+    o.argv = V("sh", "-c", "read x; seq 1 30000; : > \"$0\"", done);
     o.stdin_pipe = true;
     o.ring_bytes = 16 * 1024;
     auto p = co_await Process::Start(t, o);
@@ -487,7 +491,10 @@ TEST_CASE("ring_bytes sets how much output a detached process keeps") {
     }
     CHECK((co_await (*p)->Disconnect()).ok());
     p->reset();
-    co_await Sleep(milliseconds(1000));
+    // Not a fixed sleep: under load the reopen came first and no gap formed.
+    for (int i = 0; i < 6000 && !std::filesystem::exists(done); ++i) co_await Sleep(milliseconds(5));
+    REQUIRE(std::filesystem::exists(done));
+    co_await Sleep(milliseconds(200));  // the daemon drains the last pipeful (at most 64 KiB)
     auto q = co_await Process::Reopen(t, *ref);
     REQUIRE(q.ok());
     absl::Status end;

@@ -19,6 +19,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "tether/errors.h"
 #include "tether/local_transport.h"
@@ -61,14 +62,21 @@ class Sandbox {
   }
 
   // Private state of finished processes is removed.
-  std::size_t LeftoverStateDirs() const {
-    std::error_code ec;
-    std::size_t n = 0;
-    for (const auto& e : std::filesystem::directory_iterator(root_ + "/run", ec)) {
-      (void)e;
-      ++n;
+  // The supervisor removes them on its own once the exit is acknowledged
+  // (or its linger ends), which may trail the host's last coroutine: wait
+  // up to `patience` for none to be left, not a fixed time.
+  std::size_t LeftoverStateDirs(std::chrono::milliseconds patience = std::chrono::seconds(10)) const {
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    while (true) {
+      std::error_code ec;
+      std::size_t n = 0;
+      for (const auto& e : std::filesystem::directory_iterator(root_ + "/run", ec)) {
+        (void)e;
+        ++n;
+      }
+      if (n == 0 || std::chrono::steady_clock::now() >= deadline) return n;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    return n;
   }
 
  private:

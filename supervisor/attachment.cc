@@ -2,6 +2,7 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/write.hpp>
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <optional>
@@ -60,6 +61,10 @@ void Attachment::Close() {
 
 awaitable<void> Attachment::Run() {
   auto self = shared_from_this();
+  // The writer tries the socket first; failing to set this only costs that
+  // fast path.
+  boost::system::error_code ignored;
+  socket_.non_blocking(true, ignored);
   asio::co_spawn(socket_.get_executor(), Writer(), RethrowOnError);
   asio::co_spawn(socket_.get_executor(), Lease(), RethrowOnError);
   co_await Reader();
@@ -128,8 +133,23 @@ awaitable<void> Attachment::Writer() {
       co_await wake_.Wait();
       continue;
     }
+    // Written at once when the socket takes it all (the usual case): no
+    // completion to post and no round through the event loop, one
+    // epoll_wait fewer per batch. What it does not take goes by async_write.
+    std::size_t skip = 0;
     buffers.clear();
     for (std::string_view v : batch.Views()) buffers.emplace_back(v.data(), v.size());
+    if (socket_.non_blocking()) {
+      boost::system::error_code ec;  // would_block, or an error async_write meets again
+      skip = socket_.write_some(buffers, ec);
+      if (skip == batch.size()) continue;
+      buffers.clear();
+      for (std::string_view v : batch.Views()) {
+        const std::size_t drop = std::min(skip, v.size());
+        skip -= drop;
+        if (drop < v.size()) buffers.emplace_back(v.data() + drop, v.size() - drop);
+      }
+    }
     auto [ec, n] = co_await asio::async_write(socket_, buffers, kNoThrow);
     if (ec) break;
   }

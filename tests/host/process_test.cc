@@ -168,6 +168,43 @@ TEST_CASE("a slow reader gets every byte: the child waits instead of losing outp
   });
 }
 
+// With a window larger than the socket's buffer, the supervisor's writer
+// fills the socket: a batch goes partly by its immediate write and the rest
+// by async_write when the socket drains. Every byte arrives, in order.
+TEST_CASE("a window larger than the socket buffer: batches split across writes stay exact") {
+  Sandbox sb;
+  const std::string file = sb.root() + "/random.bin";
+  const std::string data = RandomBytes(6 << 20, 18);
+  {
+    std::ofstream f(file, std::ios::binary);
+    f.write(data.data(), static_cast<std::streamsize>(data.size()));
+    REQUIRE(f.good());
+  }
+  sb.Run([&file, &data](Transport& t) -> awaitable<void> {
+    StartOptions o = Opts();
+    o.argv = V("cat", file);
+    o.output_window_bytes = 4 << 20;
+    auto p = co_await Process::Start(t, o);
+    REQUIRE(p.ok());
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    std::string got;
+    std::size_t reads = 0;
+    while (true) {
+      auto c = co_await (*p)->Read();
+      REQUIRE(c.ok());
+      if (!*c) break;
+      got += (*c)->bytes;
+      if (++reads % 16 == 0) {  // a slow reader: the socket fills meanwhile
+        timer.expires_after(std::chrono::milliseconds(10));
+        co_await timer.async_wait(asio::use_awaitable);
+      }
+    }
+    CHECK(got.size() == data.size());
+    CHECK(got == data);
+    CHECK((co_await (*p)->Wait())->code == 0);
+  });
+}
+
 TEST_CASE("what the child left in its pipe at exit is read in full, however late the host reads") {
   // The ring (64 KiB here) fills, then the pipe; the child exits with 32 KiB
   // still in its pipe while the host reads nothing for longer than the

@@ -1228,7 +1228,12 @@ TEST_CASE("a trickle's acks ride on the keepalive ping, never alone") {
         if (has_ping) {
           ++riding;
           acked_with_ping = std::max<std::uint64_t>(acked_with_ping, f.ack().stdout_offset());
-        } else {
+        } else if (f.ack().stdout_offset() < out.size()) {
+          // Credit for part of the output, alone. (The ack of all of it is
+          // due at once when both ends arrive after the last byte was
+          // taken, so it may precede our read of the EOF, depending on
+          // where the pings fall: with the child started 0.05-0.1 s later
+          // against them, this test failed when it counted that ack too.)
           ++alone;
         }
       }

@@ -275,7 +275,21 @@ asio::awaitable<absl::Status> Process::Disconnect() {
   wire::Envelope env;
   env.mutable_detach();
   s.session->Send(std::move(env));
-  co_await s.session->Drain(std::chrono::duration_cast<std::chrono::milliseconds>(kCloseAfterExitTimeout));
+  // The supervisor closes the connection once it has the Detach; the pump,
+  // the connection's only reader, sees that and closes the session. Wait
+  // for it (bounded) rather than read here too: two readers of one channel
+  // split its frames between them, and the pump, failing on half a stream,
+  // closed the session before the writer had sent the Detach (the
+  // supervisor then kept backpressure for a lease, as for a lost host).
+  auto state = state_;
+  boost::asio::steady_timer limit(co_await boost::asio::this_coro::executor, kCloseAfterExitTimeout);
+  limit.async_wait([state](boost::system::error_code ec) {
+    if (!ec) state->session->Close();
+  });
+  while (!s.session->closed()) {
+    if (!co_await s.cond.Wait()) break;
+  }
+  limit.cancel();
   co_return absl::OkStatus();
 }
 

@@ -280,6 +280,19 @@ inline awaitable<void> Sleep(std::chrono::milliseconds d) {
   co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
 }
 
+// Waits (polling every 5 ms, at most `limit`) until `path` exists: a
+// child's marker that it got somewhere, instead of a fixed sleep that load
+// outlasts. True if it appeared.
+inline awaitable<bool> AwaitFile(const std::string& path,
+                                 std::chrono::milliseconds limit = std::chrono::seconds(30)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!std::filesystem::exists(path)) {
+    if (std::chrono::steady_clock::now() >= deadline) co_return false;
+    co_await Sleep(std::chrono::milliseconds(5));
+  }
+  co_return true;
+}
+
 // Kills a child (and its group) and the daemon that is its parent: for
 // tests that cut a process off from every host on purpose.
 inline void KillStray(pid_t pid) {

@@ -136,12 +136,11 @@ awaitable<void> Attachment::Writer() {
     // Written at once when the socket takes it all (the usual case): no
     // completion to post and no round through the event loop, one
     // epoll_wait fewer per batch. What it does not take goes by async_write.
-    std::size_t skip = 0;
     buffers.clear();
     for (std::string_view v : batch.Views()) buffers.emplace_back(v.data(), v.size());
     if (socket_.non_blocking()) {
       boost::system::error_code ec;  // would_block, or an error async_write meets again
-      skip = socket_.write_some(buffers, ec);
+      std::size_t skip = socket_.write_some(buffers, ec);
       if (skip == batch.size()) continue;
       buffers.clear();
       for (std::string_view v : batch.Views()) {

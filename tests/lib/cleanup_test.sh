@@ -14,7 +14,22 @@ _podman_docker_work=$work
 mkdir -p "$work/podman/storage"
 bash -c 'trap "" TERM; sleep 30' &
 podman_service_pid=$!
-sleep 0.2 # (the trap is set)
+# Until its trap is set it would die of the TERM (the fast path): wait until
+# SIGTERM (15, bit 0x4000) is among the signals it ignores.
+term_ignored() {
+  local mask
+  mask=$(awk '/^SigIgn:/ {print $2}' "/proc/$1/status" 2>/dev/null) || return 1
+  [[ -n $mask ]] && (((16#$mask & 16#4000) != 0))
+}
+for ((i = 0; i < 400; i++)); do # (20 s)
+  term_ignored "$podman_service_pid" && break
+  sleep 0.05
+done
+if ! term_ignored "$podman_service_pid"; then
+  echo "FAIL: the stand-in service did not ignore SIGTERM within 20 s"
+  kill -KILL "$podman_service_pid" 2>/dev/null || true
+  exit 1
+fi
 start=$SECONDS
 stop_podman_docker
 echo "stop_podman_docker returned after $((SECONDS - start)) s"

@@ -15,6 +15,10 @@
 // After every trial whose daemon survived, the exit acknowledged and the
 // daemon gone, no private file or process is left. (A SIGKILLed daemon cannot
 // remove its directory; those are counted and reported.)
+// Every trial must kill: stdin stays open until the kill was tried, so the
+// victim is still running then, and a victim that was not found or not
+// killed fails the trial as a broken setup (it would otherwise pass as a
+// plain run).
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -24,7 +28,10 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -54,6 +61,8 @@ struct Trial {
   std::string payload, out;
   std::string failure;
   bool killed = false;
+  bool kill_tried = false;  // the Killer is done (killed or not)
+  std::string kill_note;    // why the kill did not land
   absl::Status write_status, read_status;
 };
 
@@ -78,6 +87,9 @@ awaitable<void> Writer(tether::Process& p, Trial& t) {
     data.remove_prefix(n);
     co_await Sleep(std::chrono::milliseconds(1));  // a paced writer: the kill lands mid-stream
   }
+  // The child (cat) runs until its stdin closes: keep it open until the
+  // kill was tried, so there is always a victim to kill.
+  while (!t.kill_tried) co_await Sleep(std::chrono::milliseconds(1));
   t.write_status = co_await p.CloseStdin();
 }
 
@@ -104,16 +116,28 @@ awaitable<void> Killer(tether::Process& p, Trial& t, const std::string& bin) {
   std::mt19937_64 rng(t.seed);
   co_await Sleep(std::chrono::milliseconds(rng() % 25));
   pid_t victim = 0;
+  const std::vector<pid_t> supervisors = PidsRunningFrom(bin);
   if (t.victim == kChild) {
     victim = p.pid();
   } else if (t.victim == kDaemon) {
     victim = ParentOf(p.pid());
+    if (std::find(supervisors.begin(), supervisors.end(), victim) == supervisors.end()) {
+      t.kill_note = absl::StrCat("the child's parent ", victim, " is not a supervisor under ", bin);
+      victim = 0;
+    }
   } else {
-    for (pid_t pid : PidsRunningFrom(bin)) {
+    for (pid_t pid : supervisors) {
       if (ParentOf(pid) == ::getpid()) victim = pid;
     }
   }
-  if (victim > 1 && ::kill(victim, SIGKILL) == 0) t.killed = true;
+  if (victim <= 1) {
+    if (t.kill_note.empty()) t.kill_note = absl::StrCat("no ", kVictimNames[t.victim], " process found");
+  } else if (::kill(victim, SIGKILL) != 0) {
+    t.kill_note = absl::StrCat("kill(", victim, ", SIGKILL): ", std::strerror(errno));
+  } else {
+    t.killed = true;
+  }
+  t.kill_tried = true;
 }
 
 awaitable<void> RunTrial(tether::Transport& local, Trial& t, const std::string& bin, int* leftover_dirs) {
@@ -215,7 +239,7 @@ int main(int argc, char** argv) {
   char tmpl[] = "/tmp/tether-crash-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) return 2;
   const std::string root = tmpl, bin = root + "/bin", run = root + "/run";
-  int failed = 0, killed[3] = {0, 0, 0}, stale_dirs = 0;
+  int failed = 0, killed[3] = {0, 0, 0}, not_killed = 0, stale_dirs = 0;
   std::uint64_t bytes = 0;
   for (std::uint64_t seed = first; seed < first + count; ++seed) {
     Trial t;
@@ -259,6 +283,13 @@ int main(int argc, char** argv) {
       clean = PidsRunningFrom(bin).empty() && PidsWithEnv(marker).empty();
     }
     if (!clean) Broken(t, "private files or processes left behind after exit and linger");
+    // A trial that killed nothing tested nothing: a broken setup, not a pass.
+    if (!t.killed) {
+      ++not_killed;
+      t.failure = absl::StrCat("setup: kill -9 of the ", kVictimNames[t.victim], " did not land (",
+                               t.kill_tried ? t.kill_note : "the killer never ran: Start failed?", ")",
+                               t.failure.empty() ? "" : "; also: ", t.failure);
+    }
     killed[t.victim] += t.killed ? 1 : 0;
     bytes += t.out.size();
     if (!t.failure.empty()) {
@@ -270,9 +301,9 @@ int main(int argc, char** argv) {
     }
   }
   std::filesystem::remove_all(root);
-  std::printf("crash: %llu trials, kill -9 landed on %d bridges, %d daemons, %d children; %llu output bytes "
-              "checked; %d directories of killed daemons left; %d FAILED\n",
-              static_cast<unsigned long long>(count), killed[kBridge], killed[kDaemon], killed[kChild],
+  std::printf("crash: %llu trials, kill -9 landed on %d bridges, %d daemons, %d children (%d trials without a "
+              "kill); %llu output bytes checked; %d directories of killed daemons left; %d FAILED\n",
+              static_cast<unsigned long long>(count), killed[kBridge], killed[kDaemon], killed[kChild], not_killed,
               static_cast<unsigned long long>(bytes), stale_dirs, failed);
   return failed ? 1 : 0;
 }

@@ -3,11 +3,16 @@
 // output, aborting a call (WAIT_ABORTED), unknown input delivery, the ring
 // size, and input that continues exactly after a reopen.
 #include <doctest.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +29,31 @@ namespace {
 namespace asio = boost::asio;
 using namespace tether::testing;
 using std::chrono::milliseconds;
+
+// Polls `done` every 5 ms until it is true, or `limit` passed (then false):
+// a wait for the condition itself instead of a fixed sleep that load
+// outlasts. `limit` is only how long a broken behaviour is waited for.
+awaitable<bool> Until(const std::function<bool()>& done, milliseconds limit = milliseconds(30000)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) co_return false;
+    co_await Sleep(milliseconds(5));
+  }
+  co_return true;
+}
+
+// Bytes written to the pipe that is fd `fd` of process `pid` and not read
+// yet (FIONREAD on a second read end opened through /proc: it reads
+// nothing); -1 if that cannot be seen.
+int PipeUnread(pid_t pid, int fd) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+  const int r = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (r < 0) return -1;
+  int n = -1;
+  if (::ioctl(r, FIONREAD, &n) != 0) n = -1;
+  ::close(r);
+  return n;
+}
 
 // Reads to the end and also returns the status Read() ended with.
 awaitable<std::string> ReadStdout(Process& p, absl::Status* end) {
@@ -292,8 +322,7 @@ TEST_CASE("an aborted wait returns WAIT_ABORTED to that waiter only") {
     });
     co_await Sleep(milliseconds(100));
     abort_first.emit(asio::cancellation_type::terminal);
-    co_await Sleep(milliseconds(50));
-    REQUIRE(first.has_value());
+    REQUIRE(co_await Until([&] { return first.has_value(); }));
     CHECK(ErrorCodeOf(first->status()) == ErrorCode::kWaitAborted);
     CHECK(ErrorCodeName(ErrorCodeOf(first->status())) == "WAIT_ABORTED");
     CHECK(!second.has_value());  // still waiting
@@ -477,8 +506,13 @@ TEST_CASE("ring_bytes sets how much output a detached process keeps") {
   sb.Run([&done](Transport& t) -> awaitable<void> {
     StartOptions o = Opts();
     // 168,894 bytes while detached; the child marks when it has written
-    // them all (all but a pipe's worth are then in the ring).
-    o.argv = V("sh", "-c", "read x; seq 1 30000; : > \"$0\"", done);
+    // them all (all but a pipe's worth are then in the ring), writing its
+    // pid there, and stays (holding its stdout pipe, writing nothing more)
+    // until it is told to go.
+    o.argv = V("sh", "-c",
+               "read x; seq 1 30000; echo $$ > \"$0.tmp\"; mv \"$0.tmp\" \"$0\"; "
+               "i=0; while [ ! -e \"$0.go\" ] && [ $i -lt 6000 ]; do sleep 0.01; i=$((i+1)); done",
+               done);
     o.stdin_pipe = true;
     o.ring_bytes = 16 * 1024;
     auto p = co_await Process::Start(t, o);
@@ -497,7 +531,14 @@ TEST_CASE("ring_bytes sets how much output a detached process keeps") {
     // would hold the child back for a lease, as for a lost host.)
     const bool finished = co_await AwaitFile(done, std::chrono::seconds(10));
     REQUIRE(finished);
-    co_await Sleep(milliseconds(200));  // the daemon drains the last pipeful (at most 64 KiB)
+    // The daemon drains the last pipeful (at most 64 KiB) into the ring:
+    // waited for until the child's stdout pipe is empty.
+    pid_t child = 0;
+    std::ifstream(done) >> child;
+    REQUIRE(child > 0);
+    const bool drained = co_await Until([&] { return PipeUnread(child, 1) == 0; });
+    CHECK(drained);
+    std::ofstream(done + ".go").flush();
     auto q = co_await Process::Reopen(t, *ref);
     REQUIRE(q.ok());
     absl::Status end;

@@ -62,6 +62,13 @@ alive() {
   [[ -n $stat && ${stat:0:1} != Z ]]
 }
 dead() { ! alive "$1"; }
+# stopped PID: the process is stopped (state T, as after SIGSTOP).
+stopped() {
+  local stat=
+  IFS= read -r stat 2>/dev/null <"/proc/$1/stat" || return 1
+  stat=${stat##*) }
+  [[ ${stat:0:1} == T ]]
+}
 
 # argv0 PID: the first word of the process's command line.
 argv0() {
@@ -232,20 +239,32 @@ bg_status() {
   wait "$BG" || STATUS=$?
 }
 
-# gone_within SECONDS PIDFILE: true when PIDFILE never appeared (after 2 s)
-# or the pid in it is dead, within SECONDS.
-gone_within() {
-  local end=$(($(now_ms) + $1 * 1000)) start pid
-  start=$(now_ms)
-  while true; do
-    if [[ -s $2 ]]; then
-      pid=$(cat "$2")
-      dead "$pid" && return 0
-    elif (($(now_ms) - start >= 2000)); then
-      return 0
-    fi
-    (($(now_ms) >= end)) && return 1
-    sleep 0.05
+# child_ended MARK PIDFILE BEFORE: the child that runs `sh -c '... echo $$
+# >PIDFILE; exec ...' MARK` has ended and can no longer start: no supervisor
+# process that is not in BEFORE (the pids of supervisor_pids before it was
+# started) is alive (a daemon could still start it: its child runs as a
+# supervisor until it execs sh), no process carries MARK (sh before it
+# execs), and the pid in PIDFILE, if any, is dead. A child that never
+# started passes only once nothing is left that could start it.
+child_ended() {
+  local pid before=" ${3//$'\n'/ } "
+  for pid in $(supervisor_pids); do
+    [[ $before == *" $pid "* ]] || return 1
+  done
+  none_with "$1" || return 1
+  if [[ -s $2 ]]; then
+    pid=$(cat "$2")
+    [[ $pid =~ ^[0-9]+$ ]] || return 1 # (being written)
+    dead "$pid" || return 1
+  fi
+  return 0
+}
+
+# new_supervisors BEFORE: supervisor pids not in BEFORE, for details.
+new_supervisors() {
+  local pid before=" ${1//$'\n'/ } "
+  for pid in $(supervisor_pids); do
+    [[ $before == *" $pid "* ]] || printf '%s ' "$pid"
   done
 }
 
@@ -385,11 +404,30 @@ check_C() {
 # D. A client stopped (Ctrl-Z, SIGSTOP) for longer than the lease loses nothing.
 check_D() {
   seq 1 300000 >"$WORK/d.want"
-  bg_tether 90 "$WORK/d.out" "$WORK/d.err" run --lease-ms 1000 -- sh -c 'sleep 2; seq 1 300000' "d-$TAG"
-  if [[ -n $TPID ]]; then
+  rm -f "$WORK/d.ready"
+  # The child says it runs, then writes while tether is stopped.
+  bg_tether 90 "$WORK/d.out" "$WORK/d.err" run --lease-ms 1000 -- sh -c ': >"$1/d.ready"; sleep 1; seq 1 300000' \
+    "d-$TAG" "$WORK"
+  local why=
+  if [[ -z $TPID ]]; then
+    why="tether's pid was not found (the run never started)"
+  elif ! poll 30 ready_or_exited "$WORK/d.ready" || [[ ! -e $WORK/d.ready ]]; then
+    why="the child did not start within 30 s"
+  else
     kill -STOP "$TPID" 2>/dev/null
-    sleep 5
+    if poll 20 stopped "$TPID"; then
+      sleep 5
+    else
+      why="tether (pid $TPID) was not seen stopped within 20 s"
+    fi
     kill -CONT "$TPID" 2>/dev/null
+  fi
+  if [[ -n $why ]]; then
+    [[ -z $TPID ]] || kill -KILL "$TPID" 2>/dev/null
+    bg_status
+    fail "D1 run --lease-ms 1000 stopped for 5 s exits 0" "$why" "$(err_of d)"
+    fail "D2 run stopped for 5 s delivers exactly seq 1 300000" "(the run was not stopped)"
+    return
   fi
   bg_status
   expect_status "D1 run --lease-ms 1000 stopped for 5 s exits 0" 0 d
@@ -403,14 +441,15 @@ check_D() {
 
 # E. `tether start` whose reference cannot be written fails and ends its child.
 check_E() {
-  local how st
+  local how st before
   for how in full closed; do
     st=0
+    before=$(supervisor_pids)
     if [[ $how == full ]]; then
-      timeout -k 5 30 "$TETHER" start -- sh -c 'echo $$ >"$1/e-full.pid"; exec sleep 100' "e-$TAG" "$WORK" \
+      timeout -k 5 30 "$TETHER" start -- sh -c 'echo $$ >"$1/e-full.pid"; exec sleep 100' "e-$how-$TAG" "$WORK" \
         </dev/null >/dev/full 2>"$WORK/e-$how.err" || st=$?
     else
-      timeout -k 5 30 "$TETHER" start -- sh -c 'echo $$ >"$1/e-closed.pid"; exec sleep 100' "e-$TAG" "$WORK" \
+      timeout -k 5 30 "$TETHER" start -- sh -c 'echo $$ >"$1/e-closed.pid"; exec sleep 100' "e-$how-$TAG" "$WORK" \
         </dev/null >&- 2>"$WORK/e-$how.err" || st=$?
     fi
     if [[ $st -eq 125 ]]; then
@@ -418,20 +457,32 @@ check_E() {
     else
       fail "E start with stdout $how exits 125" "status $st" "$(err_of "e-$how")"
     fi
-    if gone_within 10 "$WORK/e-$how.pid"; then
-      pass "E start with stdout $how: its child ends within 10 s"
+    if poll 10 child_ended "e-$how-$TAG" "$WORK/e-$how.pid" "$before"; then
+      pass "E start with stdout $how: its child ends (or never starts) within 10 s"
     else
-      fail "E start with stdout $how: its child ends within 10 s" "$(pid_note "$WORK/e-$how.pid")"
+      fail "E start with stdout $how: its child ends (or never starts) within 10 s" "$(pid_note "$WORK/e-$how.pid")" \
+        "marked: $(pids_with "e-$how-$TAG" | tr '\n' ' ')" "new supervisors: $(new_supervisors "$before")"
     fi
   done
 }
 
 # F. Status and control while another client holds the attachment.
 check_F() {
-  start_job f -- sh -c 'sleep 100' "f-$TAG"
-  bg_tether 60 /dev/null "$WORK/f.bgwait.err" wait "@$WORK/f.ref"
+  start_job f -- sh -c 'echo f-attached; sleep 100' "f-$TAG"
+  bg_tether 60 "$WORK/f.bgwait.out" "$WORK/f.bgwait.err" wait "@$WORK/f.ref"
   local waiter=$TPID
-  sleep 1 # the observer attaches meanwhile
+  # The observer holds the attachment once it has passed on the job's output.
+  if ! poll 30 grep -q f-attached "$WORK/f.bgwait.out"; then
+    fail "F1 status while another client is attached prints 'running pid N'" \
+      "the observer did not attach within 30 s (tether wait's pid: ${waiter:-not found})" \
+      "$(out_of f.bgwait)" "$(err_of f.bgwait)"
+    fail "F2 signal CONT while another client is attached exits 0" "(not attached)"
+    fail "F3 kill --grace 500 while another client is attached exits 0" "(not attached)"
+    kill -KILL "${waiter:-$BG}" 2>/dev/null
+    bg_status
+    run f.cleanup kill "@$WORK/f.ref" --grace 200
+    return
+  fi
   run f.status status "@$WORK/f.ref"
   if [[ $STATUS -eq 0 ]] && is_running f.status; then
     pass "F1 status while another client is attached prints 'running pid N'"
@@ -671,7 +722,7 @@ check_K() {
 
 # L. Signal bursts at a running and exiting job never crash tether.
 check_L() {
-  local i k sig statuses=() nbad=0
+  local i k sig sent statuses=() nbad=0
   # The child ignores the signals tether forwards. It waits for `fire` so
   # that the burst starts once the run is surely attached (a signal during
   # setup cancels the start instead: see M), then exits during the burst.
@@ -686,14 +737,22 @@ check_L() {
     : >"$WORK/l.fire"
     # Back-to-back signals while the child runs and exits and tether ends
     # (the window that matters, teardown, is short), at most 20000.
+    sent=0
     for ((k = 1; k <= 20000; k++)); do
       case $((k % 3)) in 0) sig=HUP ;; 1) sig=TERM ;; 2) sig=INT ;; esac
       [[ -n $TPID ]] || break
       kill -"$sig" "$TPID" 2>/dev/null || break
+      sent=$k
     done
     bg_status
-    statuses+=("$STATUS")
-    if [[ $STATUS -ne 5 ]]; then
+    # A burst that never reached tether (its pid not found, or gone before
+    # the first signal) tests nothing: it counts as a failure.
+    if [[ $sent -eq 0 ]]; then
+      statuses+=("$STATUS(no signal sent: tether's pid ${TPID:-not found})")
+    else
+      statuses+=("$STATUS")
+    fi
+    if [[ $STATUS -ne 5 || $sent -eq 0 ]]; then
       nbad=$((nbad + 1))
       [[ -e $WORK/l.err.first-bad ]] || cp "$WORK/l.err" "$WORK/l.err.first-bad"
     fi
@@ -718,32 +777,46 @@ check_L() {
     poll 30 ready_or_exited "$WORK/l.ready"
     sleep 0.2
     : >"$WORK/l.fire"
+    sent=0
     for k in $(seq 1 50); do
-      [[ -n $TPID ]] && kill -WINCH "$TPID" 2>/dev/null
+      [[ -n $TPID ]] && kill -WINCH "$TPID" 2>/dev/null && sent=$k
       sleep 0.002
     done
     bg_status
-    statuses+=("$STATUS")
-    [[ $STATUS -eq 6 ]] || nbad=$((nbad + 1))
+    if [[ $sent -eq 0 ]]; then
+      statuses+=("$STATUS(no SIGWINCH sent: tether's pid ${TPID:-not found})")
+    else
+      statuses+=("$STATUS")
+    fi
+    [[ $STATUS -eq 6 && $sent -gt 0 ]] || nbad=$((nbad + 1))
   done
   check "L2 5 runs --pty under bursts of SIGWINCH all exit 6" "$nbad" "statuses: ${statuses[*]}"
 }
 
 # M. A signal during setup cancels the start and orphans nothing.
 check_M() {
-  local base i delay statuses=() bad_status=0 orphans=()
+  local base i delay before statuses=() bad_status=0 orphans=()
   base=$(supervisor_pids | wc -l)
   i=0
   for delay in 0 0.002 0.005 0.01 0.02 0.05 0.1 0.2 0.3 0.5; do
     i=$((i + 1))
+    before=$(supervisor_pids)
     bg_tether 20 /dev/null "$WORK/m$i.err" run --lease-ms 1000 -- sh -c 'echo $$ >"$1/m$2.pid"; exec sleep 100' \
-      "m-$TAG" "$WORK" "$i"
+      "m$i-$TAG" "$WORK" "$i"
     [[ $delay != 0 ]] && sleep "$delay"
-    [[ -n $TPID ]] && kill -TERM "$TPID" 2>/dev/null
-    bg_status
-    statuses+=("$delay:$STATUS")
+    if [[ -n $TPID ]]; then
+      kill -TERM "$TPID" 2>/dev/null
+      bg_status
+      statuses+=("$delay:$STATUS")
+    else
+      bg_status
+      statuses+=("$delay:$STATUS(tether's pid not found, not signalled)")
+      STATUS=-1
+    fi
     [[ $STATUS -eq 143 || $STATUS -eq 125 ]] || bad_status=$((bad_status + 1))
-    gone_within 10 "$WORK/m$i.pid" || orphans+=("delay $delay: $(pid_note "$WORK/m$i.pid")")
+    # (The child may never have started: then nothing must be left that could start it.)
+    poll 10 child_ended "m$i-$TAG" "$WORK/m$i.pid" "$before" ||
+      orphans+=("delay $delay: $(pid_note "$WORK/m$i.pid"), marked: $(pids_with "m$i-$TAG" | tr '\n' ' ')new supervisors: $(new_supervisors "$before")")
   done
   check "M1 SIGTERM during setup gives 143 (or 125), never a crash" "$bad_status" "delay:status ${statuses[*]}" \
     "$(err_of m1)"
@@ -818,7 +891,14 @@ check_P() {
     fail "P2 run killed with SIGKILL: no supervisor daemon remains" "(the run never started)"
     return
   fi
-  [[ -n $TPID ]] && kill -KILL "$TPID"
+  if [[ -z $TPID ]]; then
+    kill -KILL "$BG" 2>/dev/null
+    bg_status
+    fail "P1 run killed with SIGKILL: its child ends within 15 s" "tether's pid was not found: nothing was killed"
+    fail "P2 run killed with SIGKILL: no supervisor daemon remains" "(tether was not killed)"
+    return
+  fi
+  kill -KILL "$TPID"
   bg_status
   local child
   child=$(cat "$WORK/p.pid")

@@ -259,17 +259,24 @@ fi
 
 # A signal sent to tether goes to the child's process group, whether it is
 # sent to tether alone or, as a terminal's Ctrl-C does, to tether's whole
-# process group (which must not take the channel down with it).
+# process group (which must not take the channel down with it). The child
+# records the signal it got and exits 100+N: tether exiting with that status
+# shows it forwarded the signal and stayed to report the child's end (had
+# tether died of the signal itself, it would give 128+N).
 for target in pid group; do
   for sig in INT TERM; do
     name="sig-$target-$sig"
-    want=$((128 + $(kill -l "$sig")))
+    want=$((100 + $(kill -l "$sig")))
     : >"$WORK/$name.out"
+    : >"$WORK/$name.got"
     # setsid: tether leads its own process group (it does not fork: not a
     # group leader already), so the group signal reaches only this run.
-    setsid "$TETHER" run -- sh -c 'echo started; exec sleep 30' >"$WORK/$name.out" 2>"$WORK/$name.err" </dev/null &
+    # (A short foreground sleep: the trap runs as soon as it ends.)
+    setsid "$TETHER" run -- sh -c 'trap "echo HUP >>\"$1\"; exit 101" HUP; trap "echo INT >>\"$1\"; exit 102" INT
+      trap "echo TERM >>\"$1\"; exit 115" TERM; echo started; while :; do sleep 0.1; done' \
+      "$name" "$WORK/$name.got" >"$WORK/$name.out" 2>"$WORK/$name.err" </dev/null &
     pid=$!
-    for _ in $(seq 1 100); do
+    for _ in $(seq 1 300); do
       grep -q started "$WORK/$name.out" && break
       sleep 0.1
     done
@@ -281,7 +288,14 @@ for target in pid group; do
     kill -KILL "$pid" 2>/dev/null || true
     STATUS=0
     wait "$pid" || STATUS=$?
-    expect_status "SIG$sig sent to tether's $target ends the child with it ($want)" "$want" "$name"
+    got=$(tr '\n' ' ' <"$WORK/$name.got")
+    if [[ $STATUS -eq $want && $got == "$sig " ]]; then
+      pass "SIG$sig sent to tether's $target reaches the child, and tether exits with its status ($want)"
+    else
+      fail "SIG$sig sent to tether's $target reaches the child, and tether exits with its status ($want)" \
+        "exit status $STATUS, want $want; the child got: '${got% }', want '$sig'" \
+        "stdout: $(head -c 200 "$WORK/$name.out")" "stderr: $(head -c 500 "$WORK/$name.err")"
+    fi
   done
 done
 
@@ -377,7 +391,10 @@ expect_status "a malformed reference is a usage error" 2 badref
 # tether's stdin and stdout are open file descriptions it shares with the
 # shell and its siblings (here: the writer `sleep`, the reader `cat`). Their
 # flags must never change, O_NONBLOCK least of all: a sibling would then see
-# EAGAIN. Checked in /proc/PID/fdinfo while `run` is forwarding both.
+# EAGAIN. Checked in /proc/PID/fdinfo while `run` is forwarding both: once
+# the child has echoed a line it read from stdin, both of tether's helper
+# threads have done their first read and write (a flag set while setting
+# them up is set by then).
 nonblock_flags() {  # FD PID: "set" if the description has O_NONBLOCK (04000)
   local flags
   flags=$(awk '/^flags:/ {print $2}' "/proc/$2/fdinfo/$1" 2>/dev/null) || return 1
@@ -386,17 +403,20 @@ nonblock_flags() {  # FD PID: "set" if the description has O_NONBLOCK (04000)
 }
 : >"$WORK/nb.out"
 {
-  "$TETHER" run -- sh -c 'echo ready; sleep 3' <&0 2>"$WORK/nb.err" &
+  "$TETHER" run -- sh -c 'echo ready; read -r line; echo "got $line"; sleep 3' <&0 2>"$WORK/nb.err" &
   tpid=$!
-  for _ in $(seq 1 100); do
-    grep -q ready "$WORK/nb.out" 2>/dev/null && break
+  for _ in $(seq 1 300); do
+    grep -q 'got probe' "$WORK/nb.out" 2>/dev/null && break
     sleep 0.1
   done
-  sleep 0.3  # (stdin's reader is running by now too)
-  echo "$(nonblock_flags 0 "$tpid") $(nonblock_flags 1 "$tpid") $(nonblock_flags 0 self)" >"$WORK/nb.flags"
+  if grep -q 'got probe' "$WORK/nb.out" 2>/dev/null; then
+    echo "$(nonblock_flags 0 "$tpid") $(nonblock_flags 1 "$tpid") $(nonblock_flags 0 self)" >"$WORK/nb.flags"
+  else
+    echo "(stdin's line never came back through the child within 30 s)" >"$WORK/nb.flags"
+  fi
   wait "$tpid" || true
-} < <(sleep 5) | cat >"$WORK/nb.out"
-if grep -q ready "$WORK/nb.out" && [[ $(cat "$WORK/nb.flags") == "clear clear clear" ]]; then
+} < <(echo probe; sleep 5) | cat >"$WORK/nb.out"
+if grep -q 'got probe' "$WORK/nb.out" && [[ $(cat "$WORK/nb.flags") == "clear clear clear" ]]; then
   pass "while run forwards a shared stdin pipe and stdout pipe, neither gets O_NONBLOCK"
 else
   fail "while run forwards a shared stdin pipe and stdout pipe, neither gets O_NONBLOCK" \

@@ -96,8 +96,16 @@ if grep -q 'stdin-kills: killing' "$WORK/emu2/requests.log" && grep -q 'POST /v1
 else
   fail "stdin-kills: tether detected it and polled through execute"
 fi
+# Each tether run probes once (its verdict is not kept across runs), and
+# only the probe sends stdin: as many kills as runs, no fewer, no more.
 kills=$(grep -c 'stdin-kills: killing' "$WORK/emu2/requests.log" || true)
-echo "stdin-kills: $kills executions were killed by stdin (one probe per tether run)"
+runs=$(find "$WORK" -maxdepth 1 -name 'stdin-kills.*.err' | wc -l)
+if [[ $runs -gt 0 && $kills -eq $runs ]]; then
+  pass "stdin-kills: stdin killed $kills executions, one probe per tether run ($runs runs)"
+else
+  fail "stdin-kills: stdin killed $kills executions, one probe per tether run ($runs runs)" \
+    "want one kill per run: $runs"
+fi
 
 echo "$((CHECKS - FAILED))/$CHECKS checks passed"
 [[ $FAILED -eq 0 ]]

@@ -271,9 +271,9 @@ for target in pid group; do
     : >"$WORK/$name.got"
     # setsid: tether leads its own process group (it does not fork: not a
     # group leader already), so the group signal reaches only this run.
-    # (A short foreground sleep: the trap runs as soon as it ends.)
+    # (Short foreground sleeps, 30 s in all: the trap runs as soon as one ends.)
     setsid "$TETHER" run -- sh -c 'trap "echo HUP >>\"$1\"; exit 101" HUP; trap "echo INT >>\"$1\"; exit 102" INT
-      trap "echo TERM >>\"$1\"; exit 115" TERM; echo started; while :; do sleep 0.1; done' \
+      trap "echo TERM >>\"$1\"; exit 115" TERM; echo started; n=0; while [ $n -lt 300 ]; do sleep 0.1; n=$((n + 1)); done' \
       "$name" "$WORK/$name.got" >"$WORK/$name.out" 2>"$WORK/$name.err" </dev/null &
     pid=$!
     for _ in $(seq 1 300); do

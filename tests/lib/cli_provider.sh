@@ -120,6 +120,24 @@ exit_checks() {
   expect_status "${p}the child's exit status 7 passes through" 7 "$1"
 }
 
+# tether_child_of PID: the child of PID (`timeout`) that runs $TETHER, if any.
+tether_child_of() {
+  local d stat a
+  for d in /proc/[0-9]*; do
+    stat=
+    IFS= read -r stat 2>/dev/null <"$d/stat" || continue
+    stat=${stat##*) } # after the command name: state ppid ...
+    [[ $stat == ?" $1 "* ]] || continue
+    a=
+    IFS= read -r -d '' a 2>/dev/null <"$d/cmdline" || true
+    if [[ $a == "$TETHER" ]]; then
+      echo "${d#/proc/}"
+      return 0
+    fi
+  done
+  return 0
+}
+
 # stream_checks: after printf_checks, every byte value and 1 MiB of random
 # bytes through stdin and stdout, stdin EOF, exit statuses, SIGTERM to
 # tether (delivered to the child's process group) and a pty of a given size.
@@ -157,14 +175,40 @@ stream_checks() {
   run killed run "${FLAGS[@]}" -- sh -c 'kill -KILL $$'
   expect_status "a child killed by SIGKILL: 137" 137 killed
 
-  local tpid
+  # SIGTERM to tether itself (not to `timeout`, which would send it to its
+  # whole process group): the child records it in a file in the sandbox and
+  # exits 115, which tether passes on (dying of the signal it would give 143).
+  local tpid bg got st
   STATUS=0
-  timeout -k 5 120 "$TETHER" run "${FLAGS[@]}" -- sh -c 'echo started; exec sleep 60' </dev/null >"$WORK/sig.out" 2>"$WORK/sig.err" &
-  tpid=$!
-  for _ in $(seq 1 200); do grep -q started "$WORK/sig.out" 2>/dev/null && break; sleep 0.1; done
-  kill -TERM "$tpid"
-  wait "$tpid" || STATUS=$?
-  expect_status "SIGTERM to tether ends the child: 143" 143 sig
+  timeout -k 5 120 "$TETHER" run "${FLAGS[@]}" -- sh -c 'trap "echo TERM >>tether-sig.got; exit 115" TERM
+    echo started; n=0; while [ $n -lt 600 ]; do sleep 0.1; n=$((n + 1)); done' </dev/null >"$WORK/sig.out" 2>"$WORK/sig.err" &
+  bg=$!
+  tpid=
+  for _ in $(seq 1 300); do
+    [[ -n $tpid ]] || tpid=$(tether_child_of "$bg")
+    if [[ -n $tpid ]] && grep -q started "$WORK/sig.out" 2>/dev/null; then break; fi
+    sleep 0.1
+  done
+  if [[ -n $tpid ]] && grep -q started "$WORK/sig.out"; then
+    kill -TERM "$tpid"
+    wait "$bg" || STATUS=$?
+    st=$STATUS
+    run sig.got run "${FLAGS[@]}" -- sh -c 'cat tether-sig.got; rm -f tether-sig.got'
+    got=$(tr '\n' ' ' <"$WORK/sig.got.out")
+    if [[ $st -eq 115 && $got == "TERM " ]]; then
+      pass "SIGTERM to tether reaches the child, and tether exits with its status (115)"
+    else
+      fail "SIGTERM to tether reaches the child, and tether exits with its status (115)" \
+        "exit status $st, want 115; the child got: '${got% }', want 'TERM'" \
+        "stderr: $(head -c 500 "$WORK/sig.err")" "$(head -c 300 "$WORK/sig.got.err")"
+    fi
+  else
+    kill -KILL "$bg" ${tpid:+"$tpid"} 2>/dev/null || true
+    wait "$bg" || true
+    fail "SIGTERM to tether reaches the child, and tether exits with its status (115)" \
+      "the child did not start within 30 s (tether's pid: ${tpid:-not found})" \
+      "stdout: $(head -c 200 "$WORK/sig.out")" "stderr: $(head -c 500 "$WORK/sig.err")"
+  fi
 
   run pty run "${FLAGS[@]}" --pty --cols 101 --rows 33 -- sh -c 'test -t 0 && test -t 1 && echo tty; stty size'
   printf 'tty\r\n33 101\r\n' >"$WORK/pty.want"

@@ -143,23 +143,47 @@ awaitable<absl::Status> TextMode(Transport& t) {
 }
 
 awaitable<absl::Status> SlowReader(Transport& t) {
-  absl::StatusOr<std::unique_ptr<Process>> p =
-      co_await Process::Start(t, Opts(V("sh", "-c", "head -c 3000000 /dev/urandom | od -An -v -tx1")));
+  constexpr std::size_t kWant = 3000000 / 16 * 49;  // 16 bytes a line: " xx" x 16 + "\n"
+  constexpr std::size_t kRing = 1 << 20;            // the default, named for the pause below
+  StartOptions o = Opts(V("sh", "-c", "head -c 3000000 /dev/urandom | od -An -v -tx1"));
+  o.ring_bytes = kRing;
+  absl::StatusOr<std::unique_ptr<Process>> p = co_await Process::Start(t, std::move(o));
   CONF_EXPECT(p.ok(), p.status().ToString());
   co_await Sleep(milliseconds(1500));  // far more than every buffer holds
   CONF_EXPECT((*p)->unread_bytes() <= kDefaultOutputWindowBytes, (*p)->unread_bytes());
+  // Read all but the last ring + 32 KiB, then pause for longer than the
+  // supervisor's drain after an exit (2 s): the child writes its last bytes
+  // into the ring and the pipe (32..48 KiB stay there, the ring being full)
+  // and exits, and the host reads nothing meanwhile. That is backpressure,
+  // not a descendant holding the output open: nothing may be cut. (CI once
+  // got 9125888 of 9187500 bytes with no error: the 61612 that od's last
+  // writes left in its full pipe, 15 x 4096 + 172, cut by a drain timer
+  // that counted time the full ring kept it from reading; fixed in
+  // 80506e8. This pause makes that case happen on every run and target.)
   Ran r;
-  co_await ReadAll(**p, &r);
+  bool ended = false;
+  while (!ended && r.out.size() < kWant - kRing - 32 * 1024) {
+    absl::StatusOr<std::optional<OutputChunk>> c = co_await (*p)->Read();
+    if (!c.ok()) {
+      r.status = c.status();
+      break;
+    }
+    if (!*c) {
+      ended = true;
+    } else {
+      ((*c)->stream == StreamId::kStderr ? r.err : r.out) += (*c)->bytes;
+    }
+  }
+  CONF_EXPECT(r.status.ok(), r.status.ToString());
+  if (!ended) {
+    co_await Sleep(milliseconds(3000));  // the drain (2 s) after the child's exit, and a margin
+    co_await ReadAll(**p, &r);
+  }
   CONF_EXPECT(r.status.ok(), r.status.ToString());
   auto e = co_await (*p)->Wait();
   CONF_EXPECT(e.ok(), e.status().ToString());
-  // Read() ends without an error when the supervisor cut the output (its
-  // drain after the exit) or evicted part of it (a gap): a short read says
-  // which, or it could not be told from a lost tail. (CI once got 9125888
-  // of 9187500 bytes: the 61612 that od's last writes left in its pipe,
-  // cut by a drain timer that counted time the full ring kept it from
-  // reading; fixed in 80506e8.)
-  constexpr std::size_t kWant = 3000000 / 16 * 49;  // 16 bytes a line: " xx" x 16 + "\n"
+  // Read() ends without an error when the supervisor cut the output or
+  // evicted part of it (a gap): a short read says which.
   CONF_EXPECT(r.out.size() == kWant, r.out.size(), " of ", kWant, " bytes; exit ", e->ShellStatus(),
               ", output_cut ", e->output_cut, ", output_gap ", (*p)->output_gap());
   CONF_EXPECT(e->code == 0 && e->output_complete, "exit ", e->ShellStatus(), ", output_complete ",

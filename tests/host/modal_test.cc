@@ -20,10 +20,13 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <fstream>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "host/native/modal/exec_channel.h"
+#include "host/native/modal/modal_client.grpc.pb.h"
 #include "host/native/modal/grpc_asio.h"
 #include "host/native/modal/modal_session.h"
 #include "host/native/modal/modal_transport.h"
@@ -132,6 +135,17 @@ TEST_CASE("ParseGrpcUrl gives the gRPC target, TLS or not, and whether it is loo
   REQUIRE(t.ok());
   CHECK(t->port == 443);
   CHECK(ParseGrpcUrl("http://h").value().port == 80);
+  // Loopback as host/net has it: addresses parsed, names only "localhost".
+  for (const char* yes : {"http://localhost:1", "http://LOCALHOST", "http://127.9.8.7", "http://[::1]",
+                          "http://[::ffff:127.0.0.1]:5"}) {
+    CAPTURE(yes);
+    CHECK(ParseGrpcUrl(yes).value().loopback);
+  }
+  for (const char* no : {"http://127.evil.example", "http://127.0.0.1.example", "http://0.0.0.0:5", "http://128.0.0.1",
+                         "http://[::2]", "http://localhost.example", "http://10.0.0.1"}) {
+    CAPTURE(no);
+    CHECK_FALSE(ParseGrpcUrl(no).value().loopback);
+  }
   for (const char* bad : {"ftp://h", "https://", "https://h:0", "https://h:70000", "https://h:x", "https://h/path",
                           "https://u@h", "https://::1:5", "https://[::1", "https://h:", "h:443", "https://h h"}) {
     CAPTURE(bad);
@@ -239,11 +253,23 @@ TEST_CASE("MakeModalTransport reads the token from $MODAL_CONFIG_PATH, and refus
 
 // ---- the gRPC bridge against an in-process server ------------------------------------
 
+// The value of metadata `key` a call carried ("" when it had none).
+std::string Metadata(const grpc::ServerContext* ctx, const char* key) {
+  auto it = ctx->client_metadata().find(key);
+  return it == ctx->client_metadata().end() ? std::string() : std::string(it->second.data(), it->second.size());
+}
+
 class Router final : public rt::TaskCommandRouter::Service {
  public:
   std::atomic<bool> wait_cancelled{false};
+  std::mutex mu;
+  std::vector<std::string> authorizations;  // of every TaskExecWait call
   grpc::Status TaskExecWait(grpc::ServerContext* ctx, const rt::TaskExecWaitRequest* req,
                             rt::TaskExecWaitResponse* resp) override {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      authorizations.push_back(Metadata(ctx, "authorization"));
+    }
     if (req->exec_id() == "quick") {
       resp->set_code(42);
       return grpc::Status::OK;
@@ -264,9 +290,11 @@ class Router final : public rt::TaskCommandRouter::Service {
 };
 
 struct Server {
-  Server() {
+  // `listen` "0.0.0.0:0" (every interface) is what a URL of a host that is
+  // not loopback reaches here: connecting to 0.0.0.0 lands on this machine.
+  explicit Server(const std::string& listen = "127.0.0.1:0") {
     grpc::ServerBuilder b;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    b.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
     b.RegisterService(&svc);
     server = b.BuildAndStart();
     REQUIRE(server);
@@ -385,6 +413,151 @@ TEST_CASE("ServerStream::Cancel ends a paused stream with OnDone") {
   REQUIRE(sink->done.has_value());
   CHECK(sink->done->error_code() == grpc::StatusCode::CANCELLED);
   sink->stream.reset();
+}
+
+// ---- cleartext only to loopback ------------------------------------------------------
+
+// A plaintext control plane: every call's token recorded; the router it
+// names is `router_url`.
+class ControlPlane final : public ::modal::client::ModalClient::Service {
+ public:
+  std::mutex mu;
+  std::vector<std::string> secrets;  // x-modal-token-secret of every AuthTokenGet
+  std::string router_url;
+  grpc::Status AuthTokenGet(grpc::ServerContext* ctx, const ::modal::client::AuthTokenGetRequest*,
+                            ::modal::client::AuthTokenGetResponse* resp) override {
+    std::lock_guard<std::mutex> lock(mu);
+    secrets.push_back(Metadata(ctx, "x-modal-token-secret"));
+    resp->set_token("auth-token");
+    return grpc::Status::OK;
+  }
+  grpc::Status SandboxGetTaskIdV2(grpc::ServerContext*, const ::modal::client::SandboxGetTaskIdRequest*,
+                                  ::modal::client::SandboxGetTaskIdResponse* resp) override {
+    resp->set_task_id("ta-test");
+    return grpc::Status::OK;
+  }
+  grpc::Status SandboxGetCommandRouterAccess(grpc::ServerContext*,
+                                             const ::modal::client::SandboxGetCommandRouterAccessRequest*,
+                                             ::modal::client::TaskGetCommandRouterAccessResponse* resp) override {
+    resp->set_url(router_url);
+    resp->set_jwt("router-jwt");
+    return grpc::Status::OK;
+  }
+};
+
+struct ControlServer {
+  explicit ControlServer(const std::string& listen) {
+    grpc::ServerBuilder b;
+    b.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+    b.RegisterService(&svc);
+    server = b.BuildAndStart();
+    REQUIRE(server);
+  }
+  ~ControlServer() { server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1)); }
+  std::size_t calls() {
+    std::lock_guard<std::mutex> lock(svc.mu);
+    return svc.secrets.size();
+  }
+  ControlPlane svc;
+  int port = 0;
+  std::unique_ptr<grpc::Server> server;
+};
+
+// Ready(), then (when it succeeded) one router call; bounded, so that a
+// regression that dials cannot hang the test.
+struct SessionRun {
+  absl::Status ready = absl::UnknownError("not run");
+  grpc::Status wait{grpc::StatusCode::UNKNOWN, "not run"};
+  int code = -1;
+};
+SessionRun RunSession(SessionOptions so) {
+  using namespace asio::experimental::awaitable_operators;
+  asio::io_context io;
+  auto session = std::make_shared<ModalSession>(io.get_executor(), std::move(so));
+  SessionRun out;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    asio::steady_timer limit(io, std::chrono::seconds(20));
+    auto body = [&]() -> asio::awaitable<void> {
+      out.ready = co_await session->Ready();
+      if (!out.ready.ok()) co_return;
+      rt::TaskExecWaitRequest req;
+      req.set_exec_id("quick");
+      rt::TaskExecWaitResponse resp;
+      out.wait = co_await session->RouterCall(req, &resp, [](auto* a, auto* c, auto* q, auto* p, auto done) {
+        a->TaskExecWait(c, q, p, std::move(done));
+      }, nullptr, std::chrono::milliseconds(3000), 1);
+      out.code = resp.code();
+    };
+    co_await (body() || limit.async_wait(asio::as_tuple(asio::use_awaitable)));
+  }, asio::detached);
+  io.run();
+  return out;
+}
+
+SessionOptions Options(const std::string& server_url) {
+  SessionOptions so;
+  so.sandbox_id = "sbx-v2-test";
+  so.token_id = "ak-x";
+  so.token_secret = "as-secret-value";
+  so.server = ParseGrpcUrl(server_url).value();
+  return so;
+}
+
+TEST_CASE("a plain http:// server that is not loopback is refused before any connection") {
+  // 0.0.0.0 is not loopback by name, yet reaches this server: a regression
+  // that dials it shows up as a token received here in cleartext.
+  ControlServer control("0.0.0.0:0");
+  const std::string url = "http://0.0.0.0:" + std::to_string(control.port);
+  asio::io_context io;
+  EnvVar home("HOME", "/nonexistent-tether-home");
+  EnvVar cfg("MODAL_CONFIG_PATH", nullptr);
+  EnvVar id("MODAL_TOKEN_ID", "ak-x");
+  EnvVar secret("MODAL_TOKEN_SECRET", "as-secret-value");
+  EnvVar server_url("MODAL_SERVER_URL", url.c_str());
+  ModalOptions o;
+  o.sandbox_id = "sbx-v2-test";
+  absl::StatusOr<std::shared_ptr<Transport>> t = MakeModalTransport(io.get_executor(), o);
+  CHECK(t.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(t.status().message().find("refused") != std::string_view::npos);
+  CHECK(t.status().message().find("loopback") != std::string_view::npos);
+  CHECK(t.status().message().find("https://") != std::string_view::npos);  // says what to do instead
+  CHECK(t.status().message().find("as-secret-value") == std::string_view::npos);
+  if (t.ok()) {
+    // (Only when the check is broken: show what it lets through.)
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> { (void)co_await (*t)->Probe(); }, asio::detached);
+    io.run_for(std::chrono::seconds(10));
+  }
+  // The session refuses it too, for a caller that makes one directly.
+  SessionRun run = RunSession(Options(url));
+  CHECK(run.ready.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(control.calls() == 0);  // no token ever reached it
+}
+
+TEST_CASE("a plaintext loopback server naming a router that is not loopback: refused before dialling it") {
+  Server router("0.0.0.0:0");
+  ControlServer control("127.0.0.1:0");
+  control.svc.router_url = "https://0.0.0.0:" + std::to_string(router.port);
+  SessionRun run = RunSession(Options("http://127.0.0.1:" + std::to_string(control.port)));
+  CAPTURE(run.ready);
+  CHECK(run.ready.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(run.ready.message().find("not loopback") != std::string_view::npos);
+  CHECK(control.calls() == 1);  // the loopback control plane was used
+  std::lock_guard<std::mutex> lock(router.svc.mu);
+  CHECK(router.svc.authorizations.empty());  // the router JWT never went out
+}
+
+TEST_CASE("a plaintext loopback server and its loopback router still work (the emulator's setup)") {
+  Server router("127.0.0.1:0");
+  ControlServer control("127.0.0.1:0");
+  control.svc.router_url = "https://127.0.0.1:" + std::to_string(router.port);
+  SessionRun run = RunSession(Options("http://127.0.0.1:" + std::to_string(control.port)));
+  CAPTURE(run.ready);
+  CHECK(run.ready.ok());
+  CHECK(run.wait.ok());
+  CHECK(run.code == 42);
+  std::lock_guard<std::mutex> lock(router.svc.mu);
+  REQUIRE(router.svc.authorizations.size() == 1);
+  CHECK(router.svc.authorizations[0] == "Bearer router-jwt");
 }
 
 }  // namespace

@@ -1,11 +1,15 @@
 #include "host/native/modal/modal_config.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <cctype>
 #include <limits>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -20,6 +24,10 @@ std::string_view S(absl::string_view s) { return {s.data(), s.size()}; }
 
 absl::Status Bad(std::size_t line, std::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("~/.modal.toml line ", line, ": ", A(why)));
+}
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  return absl::EqualsIgnoreCase(A(a), A(b));
 }
 
 bool BareKeyChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; }
@@ -202,8 +210,30 @@ absl::StatusOr<GrpcTarget> ParseGrpcUrl(std::string_view url) {
     t.port = static_cast<std::uint16_t>(p);
   }
   t.host = std::string(host);
-  t.loopback = t.host == "localhost" || t.host == "::1" || t.host.rfind("127.", 0) == 0;
+  t.loopback = IsLoopbackHost(t.host);
   return t;
+}
+
+// As host/net's IsLoopbackHost (host/net/url.cc), which this target cannot
+// link: a name is loopback only as "localhost"; "127.x.example" is a name
+// anyone can register, so an address must parse as one.
+bool IsLoopbackHost(std::string_view host) {
+  if (EqualsIgnoreCase(host, "localhost") || EqualsIgnoreCase(host, "localhost.")) return true;
+  const std::string h(host);
+  in_addr v4{};
+  if (::inet_pton(AF_INET, h.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (::inet_pton(AF_INET6, h.c_str(), &v6) != 1) return false;
+  if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+  return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+}
+
+absl::Status CheckCleartext(const GrpcTarget& t, std::string_view what) {
+  if (t.tls || t.loopback) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "modal: plain http:// to ", A(t.host), " (", A(what), ") is refused: the token would travel unencrypted; "
+      "only loopback hosts (127.0.0.0/8, ::1, localhost) may go unencrypted. Use https://, or reach the server "
+      "through a loopback address (e.g. an SSH tunnel: ssh -L 8080:HOST:PORT, then http://127.0.0.1:8080)"));
 }
 
 }  // namespace tether::modal

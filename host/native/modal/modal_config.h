@@ -50,4 +50,13 @@ struct GrpcTarget {
 // port is 443 for https and 80 for http. kInvalidArgument otherwise.
 absl::StatusOr<GrpcTarget> ParseGrpcUrl(std::string_view url);
 
+// "localhost", or an IPv4 address in 127.0.0.0/8, or ::1 (also as
+// ::ffff:127.x.y.z): the rule host/net keeps for plain http://.
+bool IsLoopbackHost(std::string_view host);
+
+// A token may travel in cleartext only to a loopback host: OK for https://
+// or a loopback target, else kInvalidArgument naming `what` (e.g. "the
+// server URL") and how to reach the server instead. There is no opt-in.
+absl::Status CheckCleartext(const GrpcTarget& t, std::string_view what);
+
 }  // namespace tether::modal

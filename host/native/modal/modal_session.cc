@@ -94,7 +94,11 @@ asio::awaitable<absl::Status> ModalSession::AuthToken(bool renew) {
   if (!renew && !auth_token_.empty() && std::chrono::system_clock::now() < auth_renew_at_) {
     co_return absl::OkStatus();
   }
-  if (!control_) control_ = MakeChannel(o_.server, o_.server.tls, o_.ca_pem);
+  if (!control_) {
+    // (MakeModalTransport refused it already; a session made directly too.)
+    if (absl::Status bad = CheckCleartext(o_.server, "the server URL"); !bad.ok()) co_return bad;
+    control_ = MakeChannel(o_.server, o_.server.tls, o_.ca_pem);
+  }
   mc::AuthTokenGetRequest req;
   mc::AuthTokenGetResponse resp;
   std::chrono::milliseconds delay = kRetryBase;
@@ -200,10 +204,19 @@ asio::awaitable<absl::Status> ModalSession::RouterAccess() {
   if (!t.ok()) co_return absl::UnavailableError(absl::StrCat("modal: the command router: ", t.status().message()));
   if (!t->tls) co_return absl::UnavailableError("modal: the command router's URL is not https");
   if (resp.jwt().empty()) co_return absl::UnavailableError("modal: the command router access has no JWT");
+  // The router's URL is https://, but a plaintext control plane (a local
+  // emulator; only a loopback one is accepted) serves its router in
+  // plaintext too, as the SDK dials it for a loopback server. That holds
+  // only for a loopback router: a remote one named by a plaintext server is
+  // refused before it is dialled, as the JWT would go in cleartext.
+  const bool plaintext = !o_.server.tls;
+  if (plaintext && !t->loopback) {
+    co_return absl::FailedPreconditionError(absl::StrCat(
+        "modal: the plaintext server ", o_.server.target(), " names a command router that is not loopback (",
+        t->target(), "): refused, its JWT would travel unencrypted. Use an https:// server URL"));
+  }
   if (!router_channel_ || resp.url() != router_url_) {
-    // The router is dialled in plaintext only when the control plane itself
-    // is plaintext (a local emulator); the SDK does so for any loopback server.
-    router_channel_ = MakeChannel(*t, o_.server.tls, o_.ca_pem);
+    router_channel_ = MakeChannel(*t, /*tls=*/!plaintext, o_.ca_pem);
     router_url_ = resp.url();
   }
   Router r;

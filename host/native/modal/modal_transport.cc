@@ -119,6 +119,8 @@ absl::StatusOr<std::shared_ptr<Transport>> MakeModalTransport(asio::any_io_execu
   if (o.server_url.empty()) o.server_url = kDefaultServer;
   absl::StatusOr<modal::GrpcTarget> server = modal::ParseGrpcUrl(o.server_url);
   if (!server.ok()) return absl::InvalidArgumentError(absl::StrCat("modal: the server URL: ", server.status().message()));
+  // Checked here, before any connection: the first call sends the token.
+  if (absl::Status st = modal::CheckCleartext(*server, "the server URL"); !st.ok()) return st;
   modal::SessionOptions so;
   if (!o.ca_file.empty()) {
     bool too_big = false;

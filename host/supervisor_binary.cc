@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <cerrno>
@@ -25,6 +26,23 @@ extern "C" const char tether_supervisor_aarch64_begin[], tether_supervisor_aarch
 #endif
 
 namespace tether {
+
+namespace internal {
+
+// A seam for tests alone, declared where it is used
+// (tests/host/supervisor_binary_test.cc): search $TETHER_SUPERVISOR_DIR and
+// nothing else. A build with the static supervisors always has both beside
+// the build tree, so without it "missing" cannot be made to happen.
+void SearchOnlySupervisorDirForTesting(bool only);
+
+namespace {
+std::atomic<bool> only_supervisor_dir{false};
+}  // namespace
+
+void SearchOnlySupervisorDirForTesting(bool only) { only_supervisor_dir = only; }
+
+}  // namespace internal
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -33,6 +51,7 @@ std::vector<fs::path> Candidates(const std::string& arch) {
   const std::string name = absl::StrCat("tether-supervisor-", arch);
   std::vector<fs::path> out;
   if (const char* d = std::getenv("TETHER_SUPERVISOR_DIR"); d && *d) out.push_back(fs::path(d) / name);
+  if (internal::only_supervisor_dir) return out;
 #ifdef TETHER_BUILD_SUPERVISOR_DIR
   out.push_back(fs::path(TETHER_BUILD_SUPERVISOR_DIR) / name);
 #endif

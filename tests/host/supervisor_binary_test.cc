@@ -14,6 +14,10 @@
 #include "tests/host/loop_latency.h"
 
 namespace tether {
+namespace internal {
+// host/supervisor_binary.cc: search $TETHER_SUPERVISOR_DIR alone.
+void SearchOnlySupervisorDirForTesting(bool only);
+}  // namespace internal
 namespace {
 
 namespace asio = boost::asio;
@@ -95,9 +99,10 @@ TEST_CASE("a missing supervisor binary is reported, not cached") {
   const char* old = std::getenv("TETHER_SUPERVISOR_DIR");
   const std::string saved = old ? old : "";
   ::setenv("TETHER_SUPERVISOR_DIR", tmpl, 1);
-  // A build with the static supervisors finds one beside the build tree
-  // too: then nothing is missing and there is nothing to check.
-  const bool found_elsewhere = FindSupervisorBinary("aarch64").ok();
+  // Only the empty directory is searched: a build with the static
+  // supervisors has both beside the build tree, which would be found.
+  internal::SearchOnlySupervisorDirForTesting(true);
+  const absl::Status found = FindSupervisorBinary("aarch64").status();
   asio::io_context io;
   absl::Status first, second;
   asio::co_spawn(io, [&]() -> asio::awaitable<void> {
@@ -106,14 +111,16 @@ TEST_CASE("a missing supervisor binary is reported, not cached") {
     second = (co_await LoadSupervisor("aarch64")).status();
   }, [](std::exception_ptr e) { if (e) std::rethrow_exception(e); });
   io.run();
+  internal::SearchOnlySupervisorDirForTesting(false);
   if (old) ::setenv("TETHER_SUPERVISOR_DIR", saved.c_str(), 1); else ::unsetenv("TETHER_SUPERVISOR_DIR");
   std::error_code ec;
   std::filesystem::remove_all(tmpl, ec);
-  if (found_elsewhere) {
-    MESSAGE("an aarch64 supervisor is installed beside the build: nothing was missing");
-    return;
-  }
+  CAPTURE(found);
+  CAPTURE(first);
+  CAPTURE(second);
+  REQUIRE(absl::IsNotFound(found));  // the seam works: nothing else was searched
   CHECK(absl::IsNotFound(first));
+  CHECK(first.message().find("TETHER_SUPERVISOR_DIR") != std::string_view::npos);  // says what to set
   CHECK(second.ok());
 }
 

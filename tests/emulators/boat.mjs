@@ -11,7 +11,18 @@
 //                    (home/ is HOME and the cwd of every command, tmp/ is TMPDIR).
 //     --tls          serve HTTPS with a throwaway CA written to DIR/ca.pem.
 //     --faults SPEC  seeded faults (lib/faults.mjs): seed=N, http5xx=P (answer
-//                    502/503 without doing anything), slow=P (answer 1-3 s late).
+//                    502/503 without doing anything), slow=P (answer 1-3 s late),
+//                    lost5xx=P (a POST commands or PUT files does its work, the
+//                    command runs to its end, and then the answer is lost: 502/503
+//                    instead of 200, as a gateway that timed out on a call that ran),
+//                    http429=P (answer 429 with Retry-After: 1 without doing anything).
+//   Violations: a commands request whose body (the client-visible identity of
+//   the call: Boat has no request id) is the body of an earlier one that ran
+//   and whose answer was lost is the same command run twice; one sent again
+//   after a 429 before its Retry-After has passed ignores the delay. Each is
+//   logged as a " VIOLATION duplicate ..." or " VIOLATION retry-after ..."
+//   line in requests.log (the tests fail on any), and counted in the
+//   shutdown line.
 //   Listens on 127.0.0.1, port 0; when ready prints ONE JSON line (also
 //   DIR/endpoint.json): {"url":...,"ca":path|null,"sandbox":"sbx-boat","api_key":...}
 //   and runs until SIGTERM/SIGINT or EOF on a piped stdin; then SIGKILLs the
@@ -30,7 +41,7 @@
 //     -> 200 {path, size}; parents are created; the file gets 0644 & ~umask.
 //   Errors: {"message": ...} with 400 (bad JSON or fields), 401, 404 (unknown
 //   sandbox or route), 405, 413 (body too large).
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -49,11 +60,13 @@ const kMaxTimeoutSeconds = 600;          // Boat's cap on a sync command
 const kMaxCommandBody = 4 << 20;         // a commands request
 const kMaxFilesBody = 128 << 20;         // a files request (base64 in JSON)
 const kMaxOutputBytes = 64 << 20;        // per stream; more is dropped (counted in the log)
+const kRetryAfterSeconds = 1;            // a 429's Retry-After
+const kRetryAfterSlackMs = 50;           // timer granularity: a resend this early still counts as waiting
 
 const args = parseArgs(process.argv.slice(2), { usage: USAGE });
 let faults;
 try {
-  faults = new Faults(args.faults, { kinds: ['http5xx', 'slow'], flags: [] });
+  faults = new Faults(args.faults, { kinds: ['http5xx', 'slow', 'lost5xx', 'http429'], flags: [] });
 } catch (e) {
   process.stderr.write(`${e.message}\nusage: ${USAGE}\n`);
   process.exit(2);
@@ -62,6 +75,27 @@ const apiKey = 'boat_' + randomBytes(16).toString('hex');
 const log = new RequestLog(args.dir);
 const sandbox = new Sandbox(path.join(args.dir, SANDBOX_ID), { hostname: SANDBOX_ID });
 const groups = new Set();  // pids of the process groups still running
+// Violations by the client: the body hashes of commands that ran and whose
+// answer was lost (-> where), and of commands answered 429 (-> the time
+// before which a resend ignores the Retry-After).
+const lostAnswers = new Map();
+const retryNotBefore = new Map();
+const violations = { duplicate: 0, 'retry-after': 0 };
+function violation(label, kind, what) {
+  violations[kind]++;
+  log.line(label, 'VIOLATION', kind, what);
+  process.stderr.write(`boat emulator: VIOLATION ${kind}: ${label} ${what}\n`);
+}
+const bodyKey = (buf) => createHash('sha256').update(buf).digest('hex');
+// A call answered 429 that comes again before its Retry-After has passed.
+function checkRetryAfter(label, key) {
+  const notBefore = retryNotBefore.get(key);
+  if (notBefore === undefined) return;
+  retryNotBefore.delete(key);
+  if (Date.now() < notBefore - kRetryAfterSlackMs) {
+    violation(label, 'retry-after', `sent again ${notBefore - Date.now()} ms before the Retry-After of its 429 had passed`);
+  }
+}
 
 function sendJson(res, status, obj) {
   if (res.writableEnded || res.destroyed) return;
@@ -72,12 +106,15 @@ function sendJson(res, status, obj) {
 }
 const fail = (res, status, message) => sendJson(res, status, { message });
 
-async function jsonBody(req, res, limit) {
+// The body as a JSON object (`raw` gets the bytes when given), or undefined
+// when the request was answered with an error.
+async function jsonBody(req, res, limit, raw) {
   const buf = await readBody(req, limit);
   if (buf === null) {
     fail(res, 413, `request body above ${limit} bytes`);
     return undefined;
   }
+  if (raw) raw.buf = buf;
   let v;
   try {
     v = JSON.parse(buf.toString('utf8'));
@@ -145,9 +182,26 @@ function runCommand(command, timeoutSeconds, label) {
   });
 }
 
+// The answer of a call that did its work but whose answer a gateway lost.
+function loseAnswer(res, label, what) {
+  const status = faults.status5xx();
+  log.line(label, 'FAULT lost5xx', status, `(after ${what}: the answer is lost)`);
+  res.writeHead(status, { 'content-type': 'text/plain' });
+  res.end(`${status} ${http.STATUS_CODES[status]} (emulated fault, after the call took effect)\n`);
+}
+
 async function handleCommands(req, res, label) {
-  const v = await jsonBody(req, res, kMaxCommandBody);
+  const raw = {};
+  const v = await jsonBody(req, res, kMaxCommandBody, raw);
   if (v === undefined) return;
+  const key = bodyKey(raw.buf);
+  const lost = lostAnswers.get(key);
+  if (lost !== undefined) {
+    violation(label, 'duplicate', `the command of a call that ran and whose answer was lost (${lost}) was sent ` +
+              'again: it runs twice');
+  }
+  checkRetryAfter(label, key);
+  const loseIt = faults.roll('lost5xx');
   if (typeof v.command !== 'string' || v.command === '') return fail(res, 400, 'command must be a non-empty string');
   if (v.command.includes('\0')) return fail(res, 400, 'command must not contain NUL');
   let timeout = v.timeoutSeconds;
@@ -163,6 +217,10 @@ async function handleCommands(req, res, label) {
     return;
   }
   log.line(label, 'exit', result.exitCode, result.timedOut ? 'timedOut' : '');
+  if (loseIt) {
+    lostAnswers.set(key, new Date().toISOString());
+    return loseAnswer(res, label, 'the command ran');
+  }
   sendJson(res, 200, result);
 }
 
@@ -182,6 +240,8 @@ async function handleFiles(req, res) {
   } catch (e) {
     return fail(res, 400, `cannot write ${v.path}: ${e.code ?? e.message}`);
   }
+  // (A file written twice is the same file: no violation to look for.)
+  if (faults.roll('lost5xx')) return loseAnswer(res, label, 'the file was written');
   sendJson(res, 200, { path: v.path, size: bytes.length });
 }
 
@@ -201,6 +261,18 @@ async function handle(req, res) {
       log.line(label, 'client gone during the delay: request dropped');
       return;
     }
+  }
+  if (faults.roll('http429')) {
+    log.line(label, 'FAULT http429 Retry-After', kRetryAfterSeconds);
+    // Its body names the call the client must not resend before the delay.
+    const buf = await readBody(req, kMaxCommandBody);
+    if (buf !== null && req.method === 'POST') {
+      checkRetryAfter(label, bodyKey(buf));  // (an early resend refused again is early all the same)
+      retryNotBefore.set(bodyKey(buf), Date.now() + kRetryAfterSeconds * 1000);
+    }
+    res.writeHead(429, { 'content-type': 'application/json', 'retry-after': String(kRetryAfterSeconds) });
+    res.end(JSON.stringify({ message: 'rate limited (emulated fault)' }));
+    return;
   }
   if (faults.roll('http5xx')) {
     const status = faults.status5xx();
@@ -261,7 +333,7 @@ server.listen(0, '127.0.0.1', () => {
   const url = `${args.tls ? 'https' : 'http'}://127.0.0.1:${port}`;
   log.line('listening', url, `faults=${faults.describe()}`);
   announceAndWait(args.dir, { url, ca, sandbox: SANDBOX_ID, api_key: apiKey }, (why) => {
-    log.line('shutdown', why);
+    log.line('shutdown', why, 'violations', JSON.stringify(violations), 'faults', JSON.stringify(faults.count));
     for (const pid of groups) {
       try { process.kill(-pid, 'SIGKILL'); } catch { /* gone */ }
     }

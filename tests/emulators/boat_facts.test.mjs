@@ -123,3 +123,47 @@ test('boat emulator faults: http5xx=1 answers 502 then 503 without running anyth
     await emu.stop();
   }
 });
+
+test('boat emulator faults: lost5xx=1 runs the command, then loses the answer; the same call again is a VIOLATION', async () => {
+  const emu = await startEmulator('boat', ['--faults', 'seed=3,lost5xx=1']);
+  try {
+    const marker = path.join(emu.dir, 'ran');
+    const a = await run(emu, `echo x >> '${marker}'`);
+    assert.equal(a.status, 502);
+    assert.equal(fs.readFileSync(marker, 'utf8'), 'x\n');  // it ran
+    const log = () => fs.readFileSync(path.join(emu.dir, 'requests.log'), 'utf8');
+    assert.match(log(), / FAULT lost5xx 502 /);
+    assert.doesNotMatch(log(), / VIOLATION /);
+    // Another command is another call; the same body again is the command run twice.
+    assert.equal((await run(emu, 'true')).status, 503);
+    assert.doesNotMatch(log(), / VIOLATION /);
+    await run(emu, `echo x >> '${marker}'`);
+    assert.equal(fs.readFileSync(marker, 'utf8'), 'x\nx\n');
+    assert.match(log(), / VIOLATION duplicate /);
+  } finally {
+    await emu.stop();
+  }
+});
+
+test('boat emulator faults: http429=1 answers 429 with Retry-After: 1 without running anything; a resend before it is a VIOLATION', async () => {
+  const emu = await startEmulator('boat', ['--faults', 'seed=3,http429=1']);
+  try {
+    const marker = path.join(emu.dir, 'ran');
+    const a = await new Promise((resolve, reject) => {
+      const body = JSON.stringify({ command: `touch '${marker}'`, timeoutSeconds: 10 });
+      const req = http.request(new URL(`/sandboxes/${emu.info.sandbox}/commands`, emu.info.url), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${emu.info.api_key}` },
+      }, (res) => { res.resume(); res.on('end', () => resolve(res)); });
+      req.on('error', reject);
+      req.end(body);
+    });
+    assert.equal(a.statusCode, 429);
+    assert.equal(a.headers['retry-after'], '1');
+    assert.ok(!fs.existsSync(marker));
+    await run(emu, `touch '${marker}'`);  // at once: too early
+    assert.match(fs.readFileSync(path.join(emu.dir, 'requests.log'), 'utf8'), / VIOLATION retry-after /);
+  } finally {
+    await emu.stop();
+  }
+});

@@ -1,7 +1,8 @@
 // The boat provider: its request and answer JSON, argv quoting and error
 // mapping (sans-I/O, host/native/boat/boat_api.h), and the transport against
 // an in-process HTTP server that plays Boat (requests recorded, answers
-// scripted): the one-shot channel, retries, errors without the key, PutFile.
+// scripted): the one-shot channel, what is sent again (429) and what never is
+// (a 5xx), errors without the key, PutFile.
 // The end-to-end tests run against tests/emulators/boat.mjs
 // (tests/cli/boat_test.sh, conformance.boat).
 #include "host/native/boat/boat_api.h"
@@ -181,6 +182,41 @@ TEST_CASE("HttpFailure maps Boat's statuses to codes a caller can act on") {
   CHECK(!boat::RetryableHttpStatus(404));
 }
 
+TEST_CASE("CommandHttpFailure: a 5xx may come after the command ran, so it is OUTCOME_UNKNOWN") {
+  for (int s : {500, 502, 503, 504}) {
+    CAPTURE(s);
+    const absl::Status st = boat::CommandHttpFailure(Resp(s, "bad gateway"), "POST /sandboxes/sb/commands", "sb");
+    CHECK(ErrorCodeOf(st) == ErrorCode::kOutcomeUnknown);
+    CHECK(absl::StrContains(st.message(), "may have run"));
+  }
+  // Refused before it ran: as HttpFailure says.
+  CHECK(ErrorCodeOf(boat::CommandHttpFailure(Resp(429, ""), "x", "sb")) == ErrorCode::kUnavailable);
+  CHECK(ErrorCodeOf(boat::CommandHttpFailure(Resp(408, ""), "x", "sb")) == ErrorCode::kUnavailable);
+  CHECK(boat::CommandHttpFailure(Resp(404, ""), "x", "sb").code() == absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("RetryAfter reads delta-seconds and an HTTP-date; nothing else") {
+  const auto now = std::chrono::system_clock::from_time_t(784111777);  // Sun, 06 Nov 1994 08:49:37 GMT
+  const auto with = [](std::string v) {
+    net::Response r = Resp(429, "");
+    r.headers.emplace_back("Retry-After", std::move(v));
+    return r;
+  };
+  CHECK(!boat::RetryAfter(Resp(429, ""), now).has_value());
+  CHECK(boat::RetryAfter(with("0"), now) == std::chrono::seconds(0));
+  CHECK(boat::RetryAfter(with("120"), now) == std::chrono::seconds(120));
+  CHECK(boat::RetryAfter(with("Sun, 06 Nov 1994 08:49:40 GMT"), now) == std::chrono::seconds(3));
+  CHECK(boat::RetryAfter(with("Sun, 06 Nov 1994 08:49:00 GMT"), now) == std::chrono::seconds(0));
+  for (const char* bad : {"-1", "soon", "1.5", "Sun, 06 Nov 1994 08:49:40", ""}) {
+    CAPTURE(bad);
+    CHECK(!boat::RetryAfter(with(bad), now).has_value());
+  }
+}
+
+TEST_CASE("WithCallId puts the call's id in a comment line before the command") {
+  CHECK(boat::WithCallId("exec 'a'", "0123abcd") == "# tether-call 0123abcd\nexec 'a'");
+}
+
 TEST_CASE("Scrub takes the key out of a message and keeps the code") {
   absl::Status st = boat::Scrub(absl::UnauthenticatedError("server said: key k-123 is wrong (k-123)"), "k-123");
   CHECK(st.code() == absl::StatusCode::kUnauthenticated);
@@ -195,6 +231,7 @@ struct Reply {
   int status = 200;
   std::string body;
   milliseconds delay{0};
+  std::string retry_after;  // a Retry-After header when not empty
 };
 
 // Records every request; answers them in order from `replies` (500 when
@@ -217,7 +254,18 @@ Handler Serve(std::shared_ptr<FakeBoat> fake) {
         fake->replies.pop_front();
       }
       if (r.delay.count() > 0) co_await Sleep(r.delay);
-      co_await Respond(s, r.status, r.body, true, "application/json");
+      if (r.retry_after.empty()) {
+        co_await Respond(s, r.status, r.body, true, "application/json");
+        continue;
+      }
+      boost::beast::http::response<boost::beast::http::string_body> res(
+          static_cast<boost::beast::http::status>(r.status), 11);
+      res.set(boost::beast::http::field::content_type, "application/json");
+      res.set(boost::beast::http::field::retry_after, r.retry_after);
+      res.keep_alive(true);
+      res.body() = r.body;
+      res.prepare_payload();
+      co_await boost::beast::http::async_write(s, res, asio::use_awaitable);
     }
   };
 }
@@ -233,6 +281,19 @@ std::shared_ptr<Transport> MakeTransport(asio::io_context& io, const TestServer&
   absl::StatusOr<std::shared_ptr<Transport>> t = MakeBoatTransport(io.get_executor(), std::move(o));
   REQUIRE(t.ok());
   return *t;
+}
+
+// The command a request carries, without its "# tether-call ID" line (the
+// id, when `id` is given).
+std::string CommandOf(const ServerRequest& req, std::string* id = nullptr) {
+  const std::string c(Obj(req.body()).at("command").as_string());
+  const std::string_view prefix = "# tether-call ";
+  REQUIRE(c.rfind(prefix, 0) == 0);
+  const std::size_t nl = c.find('\n');
+  REQUIRE(nl != std::string::npos);
+  CHECK(nl == prefix.size() + 16);  // 8 random bytes in hex
+  if (id != nullptr) *id = c.substr(prefix.size(), nl - prefix.size());
+  return c.substr(nl + 1);
 }
 
 std::vector<std::string> Argv(std::string a, std::string b) {
@@ -353,7 +414,7 @@ TEST_CASE("Exec posts the quoted argv with the bearer key; the channel gives std
   CHECK(req.target() == "/sandboxes/sb-1/commands");
   CHECK(std::string(req[boost::beast::http::field::authorization]) == absl::StrCat("Bearer ", kKey));
   json::object o = Obj(req.body());
-  CHECK(o.at("command").as_string() == "exec '/bin/echo' 'a b'");
+  CHECK(CommandOf(req) == "exec '/bin/echo' 'a b'");
   CHECK(o.at("timeoutSeconds").as_int64() == 120);
 }
 
@@ -412,7 +473,7 @@ TEST_CASE("a refused key is kUnauthenticated and never shows the key, even when 
   });
 }
 
-TEST_CASE("an unknown sandbox is kNotFound naming it; a 500 is kUnavailable and not retried") {
+TEST_CASE("an unknown sandbox is kNotFound naming it; a 500 is OUTCOME_UNKNOWN and not retried") {
   asio::io_context io;
   auto fake = std::make_shared<FakeBoat>();
   fake->replies.push_back({404, R"({"message":"sandbox not found"})"});
@@ -428,26 +489,73 @@ TEST_CASE("an unknown sandbox is kNotFound naming it; a 500 is kUnavailable and 
     ch = co_await t->Exec(Argv("/bin/true", "x"));
     REQUIRE(ch.ok());
     st = co_await Drain(**ch);
-    CHECK(st.code() == absl::StatusCode::kUnavailable);
+    CHECK(ErrorCodeOf(st) == ErrorCode::kOutcomeUnknown);
     CHECK(absl::StrContains(st.message(), "boom"));
   });
   CHECK(fake->requests.size() == 2);
 }
 
-TEST_CASE("a 502 or 503 from the gateway is retried") {
+TEST_CASE("a 502, 503 or 504 may come after the command ran: OUTCOME_UNKNOWN, never sent again") {
+  for (int status : {502, 503, 504}) {
+    CAPTURE(status);
+    asio::io_context io;
+    auto fake = std::make_shared<FakeBoat>();
+    fake->replies.push_back({status, "gateway"});
+    fake->replies.push_back({200, R"({"exitCode":0,"stdout":"ran twice"})"});
+    TestServer server(io, Serve(fake));
+    std::shared_ptr<Transport> t = MakeTransport(io, server);
+    Run(io, [&]() -> asio::awaitable<void> {
+      absl::StatusOr<std::unique_ptr<Channel>> ch = co_await t->Exec(Argv("/bin/echo", "once"));
+      REQUIRE(ch.ok());
+      absl::Status st = co_await Drain(**ch);
+      CHECK(ErrorCodeOf(st) == ErrorCode::kOutcomeUnknown);
+      CHECK(absl::StrContains(st.message(), absl::StrCat(status)));
+      CHECK(absl::StrContains(st.message(), "not sent again"));
+      CHECK(!(*ch)->exit_code().has_value());
+    });
+    CHECK(fake->requests.size() == 1);
+  }
+}
+
+TEST_CASE("a 429 is the same call sent again after its Retry-After") {
   asio::io_context io;
   auto fake = std::make_shared<FakeBoat>();
-  fake->replies.push_back({502, "bad gateway"});
-  fake->replies.push_back({503, "unavailable"});
+  fake->replies.push_back({429, R"({"message":"slow down"})", milliseconds(0), "1"});
   fake->replies.push_back({200, R"({"exitCode":0,"stdout":"ok"})"});
   TestServer server(io, Serve(fake));
   std::shared_ptr<Transport> t = MakeTransport(io, server);
+  const auto start = std::chrono::steady_clock::now();
   Run(io, [&]() -> asio::awaitable<void> {
     absl::StatusOr<std::string> out = co_await internal::RunOneShot(*t, Argv("/bin/echo", "ok"));
     REQUIRE(out.ok());
     CHECK(*out == "ok");
   });
-  CHECK(fake->requests.size() == 3);
+  // A lower bound (the delay the server asked for), not a timing: it holds
+  // however loaded the machine is.
+  CHECK(std::chrono::steady_clock::now() - start >= std::chrono::seconds(1));
+  REQUIRE(fake->requests.size() == 2);
+  CHECK(fake->requests[0].body() == fake->requests[1].body());  // the same call: the same id
+}
+
+TEST_CASE("a 429 asking for more than 30 s is UNAVAILABLE at once; 429s without Retry-After stop after 5 tries") {
+  asio::io_context io;
+  auto fake = std::make_shared<FakeBoat>();
+  fake->replies.push_back({429, "{}", milliseconds(0), "3600"});
+  for (int i = 0; i < 5; ++i) fake->replies.push_back({429, "{}"});
+  TestServer server(io, Serve(fake));
+  std::shared_ptr<Transport> t = MakeTransport(io, server);
+  Run(io, [&]() -> asio::awaitable<void> {
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await t->Exec(Argv("/bin/true", "x"));
+    REQUIRE(ch.ok());
+    absl::Status st = co_await Drain(**ch);
+    CHECK(ErrorCodeOf(st) == ErrorCode::kUnavailable);
+    CHECK(absl::StrContains(st.message(), "Retry-After 3600"));
+    ch = co_await t->Exec(Argv("/bin/true", "y"));
+    REQUIRE(ch.ok());
+    st = co_await Drain(**ch);
+    CHECK(ErrorCodeOf(st) == ErrorCode::kUnavailable);
+  });
+  CHECK(fake->requests.size() == 6);
 }
 
 TEST_CASE("Close ends a read that waits for the answer, promptly") {
@@ -515,7 +623,7 @@ TEST_CASE("PutFile uploads to a temporary name, then one command checks, chmods 
   std::string decoded;
   REQUIRE(absl::Base64Unescape(std::string(put.at("content").as_string()), &decoded));
   CHECK(decoded == bytes);
-  const std::string script(Obj(fake->requests[1].body()).at("command").as_string());
+  const std::string script = CommandOf(fake->requests[1]);
   CHECK(absl::StrContains(script, "chmod 600"));
   CHECK(absl::StrContains(script, "mv -f"));
   CHECK(absl::StrContains(script, tmp));
@@ -543,7 +651,27 @@ TEST_CASE("PutFile of a large file asks first and skips one already there; a bad
   CHECK(fake->requests[2].method_string() == "PUT");
 }
 
-TEST_CASE("Probe runs the probe script as the command itself") {
+TEST_CASE("PutFile whose placing script lost its answer and found its file gone on the rerun asks whether it is in place") {
+  asio::io_context io;
+  auto fake = std::make_shared<FakeBoat>();
+  fake->replies.push_back({200, R"({"path":"x","size":3})"});
+  fake->replies.push_back({502, "answer lost"});
+  fake->replies.push_back({200, R"({"exitCode":0,"stdout":"tether-put-bad \n"})"});
+  fake->replies.push_back({200, R"({"exitCode":0,"stdout":"tether-have\n"})"});
+  TestServer server(io, Serve(fake));
+  std::shared_ptr<Transport> t = MakeTransport(io, server);
+  Run(io, [&]() -> asio::awaitable<void> {
+    absl::Status st = co_await t->PutFile("/tmp/r/run/y.init", "abc", 0600);
+    CHECK(st.ok());
+  });
+  REQUIRE(fake->requests.size() == 4);
+  std::string id1, id2;
+  CHECK(CommandOf(fake->requests[1], &id1) == CommandOf(fake->requests[2], &id2));
+  CHECK(id1 != id2);  // run again as a new call
+  CHECK(absl::StrContains(CommandOf(fake->requests[3]), "tether-have"));
+}
+
+TEST_CASE("Probe runs the probe script as the command itself, again as a new call after a lost answer") {
   asio::io_context io;
   auto fake = std::make_shared<FakeBoat>();
   fake->replies.push_back({503, "busy"});
@@ -557,7 +685,10 @@ TEST_CASE("Probe runs the probe script as the command itself") {
     CHECK(info->state_root.rfind("/tmp/tether-0", 0) == 0);
   });
   REQUIRE(fake->requests.size() == 2);
-  CHECK(std::string(Obj(fake->requests[1].body()).at("command").as_string()) == ProbeScript());
+  std::string id1, id2;
+  CHECK(CommandOf(fake->requests[0], &id1) == ProbeScript());
+  CHECK(CommandOf(fake->requests[1], &id2) == ProbeScript());
+  CHECK(id1 != id2);
 }
 
 }  // namespace

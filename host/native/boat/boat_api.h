@@ -9,7 +9,9 @@
 //   absl::StatusOr<boat::CommandResult> r = boat::ParseCommandResponse(resp.body);
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +47,13 @@ absl::StatusOr<std::string> CommandLine(const std::vector<std::string>& argv);
 // text); `timeout_seconds` within 1..kMaxTimeoutSeconds.
 absl::StatusOr<std::string> CommandRequestJson(std::string_view command, int timeout_seconds);
 
+// `command` behind a first line "# tether-call CALL_ID" (a shell comment:
+// nothing runs). Boat has no request id; this one makes every call tether
+// sends its own request, so a resend of the same call (after a 429) is told
+// apart from a new call with the same command line, in Boat's logs and by
+// the emulator's duplicate check.
+std::string WithCallId(std::string_view command, std::string_view call_id);
+
 // {"path": ..., "content": <base64 of bytes>} (our assumption of the field
 // names); `path` absolute, valid UTF-8, no NUL; bytes at most kMaxFileBytes.
 absl::StatusOr<std::string> FileRequestJson(std::string_view path, std::string_view bytes);
@@ -63,10 +72,19 @@ absl::StatusOr<CommandResult> ParseCommandResponse(std::string_view body);
 // net::HttpError; `what` names the call ("POST /sandboxes/ID/commands").
 absl::Status HttpFailure(const net::Response& r, std::string_view what, std::string_view sandbox_id);
 
+// The failure of POST .../commands: any 5xx is OUTCOME_UNKNOWN (a gateway
+// or the service failed somewhere between taking the call and answering it:
+// the command may have run, and Boat documents no request id to ask or to
+// dedup on, so it is never sent again); others as HttpFailure.
+absl::Status CommandHttpFailure(const net::Response& r, std::string_view what, std::string_view sandbox_id);
+
 // Whether an HTTP status means "not done, try again" for a call that is
-// safe to repeat: 429, 502, 503, 504 (a gateway answered; our assumption:
-// the command did not start).
+// safe to repeat (PUT files to a temporary name): 429, 502, 503, 504.
 bool RetryableHttpStatus(int status);
+
+// A 429's Retry-After (delta-seconds, or an HTTP-date relative to `now`; a
+// date in the past is 0 s); nullopt when absent or unreadable.
+std::optional<std::chrono::seconds> RetryAfter(const net::Response& r, std::chrono::system_clock::time_point now);
 
 // `st` with every occurrence of `key` replaced by <BOAT_API_KEY> (a server
 // that echoes the key back must not put it in our messages).

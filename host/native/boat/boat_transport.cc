@@ -22,6 +22,7 @@
 #include "host/native/boat/boat_api.h"
 #include "host/net/http.h"
 #include "protocol/sha256.h"
+#include "tether/errors.h"
 #include "tether/shell_setup.h"
 
 namespace tether {
@@ -30,8 +31,9 @@ namespace asio = boost::asio;
 
 namespace {
 
-constexpr int kCallAttempts = 5;                       // a call answered 429/502/503/504
-constexpr std::chrono::milliseconds kCallBackoff{100};  // doubled per attempt
+constexpr int kCallAttempts = 5;                       // a call answered 429 (a PUT also 502/503/504)
+constexpr std::chrono::milliseconds kCallBackoff{100};  // doubled per attempt (a 429 without Retry-After)
+constexpr std::chrono::seconds kMaxRetryAfter{30};      // a 429 asking for longer is given up on
 constexpr std::chrono::seconds kHttpSlack{30};           // a command's HTTP call beyond its timeoutSeconds
 constexpr std::chrono::milliseconds kUploadTimeout{300000};  // one PUT /files (a supervisor is a few MB)
 constexpr int kScriptAttempts = 3;               // a setup script whose call failed: they are idempotent
@@ -47,6 +49,16 @@ std::string Env(const char* name) {
 asio::awaitable<void> Sleep(std::chrono::milliseconds d) {
   asio::steady_timer t(co_await asio::this_coro::executor, d);
   co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+}
+
+// How long to wait before sending a call answered 429 again: its
+// Retry-After, else `backoff`; nullopt when it asks for more than
+// kMaxRetryAfter (the caller gives up: UNAVAILABLE).
+std::optional<std::chrono::milliseconds> DelayOf429(const net::Response& r, std::chrono::milliseconds backoff) {
+  const std::optional<std::chrono::seconds> after = boat::RetryAfter(r, std::chrono::system_clock::now());
+  if (!after) return backoff;
+  if (*after > kMaxRetryAfter) return std::nullopt;
+  return std::chrono::duration_cast<std::chrono::milliseconds>(*after);
 }
 
 // The two calls, shared by the transport and every command in flight (a
@@ -65,9 +77,14 @@ struct BoatApi {
     return h;
   }
 
-  // POST /sandboxes/{id}/commands; `command` is a shell command line.
+  // POST /sandboxes/{id}/commands; `command` is a shell command line, sent
+  // as a call of its own (boat::WithCallId). Sent again only after a 429
+  // (the service refused it before running it), after its Retry-After; a
+  // 5xx is OUTCOME_UNKNOWN (boat::CommandHttpFailure): a caller whose
+  // command is safe to run twice may run it again, as a new call.
   asio::awaitable<absl::StatusOr<boat::CommandResult>> Run(std::string command) {
-    absl::StatusOr<std::string> body = boat::CommandRequestJson(command, timeout_seconds);
+    absl::StatusOr<std::string> body = boat::CommandRequestJson(
+        boat::WithCallId(command, absl::BytesToHexString(internal::RandomBytes(8))), timeout_seconds);
     if (!body.ok()) co_return body.status();
     const std::string what = absl::StrCat("POST /sandboxes/", sandbox_id, "/commands");
     std::chrono::milliseconds backoff = kCallBackoff;
@@ -87,10 +104,17 @@ struct BoatApi {
         if (!parsed.ok()) co_return boat::Scrub(parsed.status(), api_key);
         co_return parsed;
       }
-      if (!boat::RetryableHttpStatus(resp->status) || attempt >= kCallAttempts) {
-        co_return boat::Scrub(boat::HttpFailure(*resp, what, sandbox_id), api_key);
+      if (resp->status != 429 || attempt >= kCallAttempts) {
+        co_return boat::Scrub(boat::CommandHttpFailure(*resp, what, sandbox_id), api_key);
       }
-      co_await Sleep(backoff);
+      const std::optional<std::chrono::milliseconds> delay = DelayOf429(*resp, backoff);
+      if (!delay) {
+        co_return boat::Scrub(absl::UnavailableError(absl::StrCat("boat: ", what, " answered 429 with Retry-After ",
+                                                                  std::string(resp->header("Retry-After")), ", above the ",
+                                                                  kMaxRetryAfter.count(), " s tether waits")),
+                              api_key);
+      }
+      co_await Sleep(*delay);
       backoff *= 2;
     }
   }
@@ -119,7 +143,10 @@ struct BoatApi {
       if (st.code() != absl::StatusCode::kUnavailable || attempt >= kCallAttempts) {
         co_return boat::Scrub(st, api_key);
       }
-      co_await Sleep(backoff);
+      std::optional<std::chrono::milliseconds> delay = backoff;
+      if (resp.ok() && resp->status == 429) delay = DelayOf429(*resp, backoff);
+      if (!delay) co_return boat::Scrub(st, api_key);
+      co_await Sleep(*delay);
       backoff *= 2;
     }
   }
@@ -266,16 +293,25 @@ class BoatTransport final : public Transport {
     if (o_.upload_progress) o_.upload_progress(0, bytes.size());
     if (absl::Status st = co_await api_->Put(tmp, bytes); !st.ok()) co_return st;
     if (o_.upload_progress) o_.upload_progress(bytes.size(), bytes.size());
+    const std::uint64_t reruns = unknown_reruns_;
     if (absl::Status st = co_await ShellPlaceFile(runner_, "boat: ", tmp, path, hash, mode, bytes.size()); !st.ok()) {
-      co_return st;
+      // A placing script whose first run lost its answer and that was run
+      // again finds its temporary file gone (the first run moved it): ask
+      // whether the file is in place before calling the upload failed.
+      if (unknown_reruns_ == reruns) co_return st;
+      absl::StatusOr<bool> have = co_await ShellHasFile(runner_, "boat: ", path, hash);
+      if (!have.ok() || !*have) co_return st;
     }
     installed_.insert(key);
     co_return absl::OkStatus();
   }
 
   // The shell runner for Probe and PutFile: the script is the command
-  // itself (Boat runs it with sh -c), with no stdin. Every setup script is
-  // idempotent, so one whose call failed (kUnavailable) runs again.
+  // itself (Boat runs it with sh -c), with no stdin. A script whose call
+  // failed (UNAVAILABLE) or lost its answer (OUTCOME_UNKNOWN: it may have
+  // run) runs again, as a new call: the probe and the file check are
+  // idempotent, and the placing script's second run fails harmlessly when
+  // the first did its work, which Put then checks (unknown_reruns_).
   asio::awaitable<absl::StatusOr<ScriptResult>> RunScript(std::string script, std::string_view input) {
     if (!input.empty()) {
       co_return absl::FailedPreconditionError("boat: a setup script cannot be given stdin (Boat has none)");
@@ -299,7 +335,11 @@ class BoatTransport final : public Transport {
         out.exit_code = r->exit_code;
         co_return out;
       }
-      if (r.status().code() != absl::StatusCode::kUnavailable || attempt >= kScriptAttempts) co_return r.status();
+      const ErrorCode code = ErrorCodeOf(r.status());
+      if ((code != ErrorCode::kUnavailable && code != ErrorCode::kOutcomeUnknown) || attempt >= kScriptAttempts) {
+        co_return r.status();
+      }
+      if (code == ErrorCode::kOutcomeUnknown) ++unknown_reruns_;
       co_await Sleep(backoff);
       backoff *= 2;
     }
@@ -310,6 +350,7 @@ class BoatTransport final : public Transport {
   std::shared_ptr<BoatApi> api_;
   std::optional<SandboxInfo> info_;
   std::set<std::string> installed_;  // path + sha256 verified in this sandbox
+  std::uint64_t unknown_reruns_ = 0;  // scripts run again after OUTCOME_UNKNOWN
   ShellRunner runner_ = [this](std::string script, std::string_view input) {
     return RunScript(std::move(script), input);
   };

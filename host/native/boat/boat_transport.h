@@ -28,10 +28,20 @@
 //     upload to a temporary name beside the path and one command checks its
 //     sha256, chmods and renames it. The mode the server gives a new file is
 //     unknown; tether's files live under its 0700 private root.
-//   - Errors: 401/403 refused key, 404 no such sandbox, 408/429/5xx
-//     transient; a JSON body's "message" is shown. 429/502/503/504 mean the
-//     command did not run (so such a POST is sent again, up to 5 times);
-//     a failed connection or a lost answer is not retried here.
+//   - Errors: 401/403 refused key, 404 no such sandbox, 408/429
+//     transient; a JSON body's "message" is shown. A 429 means the command
+//     was refused before it ran: sent again after its Retry-After (at most
+//     30 s; else the backoff), up to 5 times. A 5xx may come after the
+//     command ran (a gateway that timed out on it, an answer lost), and
+//     PROVIDERS.md documents no request id to dedup on or to ask about, so
+//     a POST .../commands answered 5xx is never sent again: the call is
+//     OUTCOME_UNKNOWN, and only a caller whose command is safe to run twice
+//     runs it again (setup scripts here; the exchange tunnel's polls, which
+//     carry their offsets). Each call's command starts with a comment line
+//     naming the call ("# tether-call ID"), so a resend is told apart from
+//     a new call. PUT files (to a temporary name) is safe to repeat and is
+//     sent again on 429/502/503/504. A failed connection or a lost answer
+//     is not retried here.
 //   - A timed-out command (timedOut true) may have its exitCode null.
 #pragma once
 

@@ -372,11 +372,12 @@ awaitable<absl::Status> CancelledSetup(Transport& t) {
   auto slow_owner = std::make_shared<HeldTransport>(t, gate);
   HeldTransport& slow = *slow_owner;
   StartOptions o = Opts(V("sh", "-c", absl::StrCat("echo ran > '", flag, "'")));
-  o.setup_timeout_ms = 1000;
   absl::StatusOr<std::unique_ptr<Process>> p = absl::UnknownError("not started");
   // A setup whose channel did not even open within its time holds no
-  // launch: nothing to test there, so it is tried again (up to 3 times).
+  // launch: nothing to test there, so it is tried again with more time
+  // (1 s, 4 s, 16 s: a loaded machine, not a race).
   for (int attempt = 0; attempt < 3 && gate->held == 0; ++attempt) {
+    o.setup_timeout_ms = 1000u << (2 * attempt);
     p = co_await Process::Start(slow, o);
     CONF_EXPECT(ErrorCodeOf(p.status()) == ErrorCode::kOutcomeUnknown, p.status().ToString());
   }

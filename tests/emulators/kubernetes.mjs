@@ -332,7 +332,9 @@ function runExec(ws, socket, command, opts, label) {
   const v5 = proto === 'v5.channel.k8s.io';
   const noclose = faults.roll('noclose');
   let open = true; // the WebSocket is usable by us
-  log.line(label, 'upgraded', proto, JSON.stringify(command), `stdin=${opts.stdin}`, noclose ? 'FAULT noclose armed' : '');
+  // (Armed is not injected: "FAULT noclose" is logged when it fires, one
+  // FAULT line per fault injected, as in the other emulators.)
+  log.line(label, 'upgraded', proto, JSON.stringify(command), `stdin=${opts.stdin}`, noclose ? 'noclose armed' : '');
 
   const send = (buf) => { if (open) ws.send(buf); };
   // Announce the connection like the API server: an empty frame on the lowest writable channel.

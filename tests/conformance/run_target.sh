@@ -49,7 +49,8 @@
 #   kubernetes         the native kubernetes provider against the API server
 #                      emulator (tests/emulators/kubernetes.mjs) over TLS, with
 #                      the kubeconfig it wrote
-#   kubernetes-faults  the same with cut streams, closes without a Status and
+#   kubernetes-faults  the same with cut streams, closes without a Status (5%
+#                      of execs: at 1% the seed's ~45 execs drew none) and
 #                      5xx upgrades injected (seeded)
 #   kubernetes-v4      the same with a server that speaks only v4.channel.k8s.io
 #
@@ -75,6 +76,34 @@ cleanup() {
 trap cleanup EXIT
 
 skip() { echo "skipped: $*"; exit 77; }
+
+# faults_fired NAME LOG SPEC [KIND=COUNT...]: counts the faults of each kind
+# that SPEC (as given to --faults; not the seed) turns on, from the
+# emulator's LOG: one " FAULT KIND ..." line per fault injected (the `expire`
+# flag: " FAULT router JWT expired"); a KIND=COUNT argument gives a count the
+# log has no line for. Prints the counts; returns 1 when any kind never
+# fired: a fault target whose faults stopped firing is a plain run.
+faults_fired() {
+  local name=$1 log=$2 spec=$3 kind n counts='' none=() given
+  shift 3
+  for kind in $(tr ',' '\n' <<<"$spec" | sed 's/=.*//' | grep -vx seed || true); do
+    n=
+    for given in "$@"; do [[ $given != "$kind="* ]] || n=${given#*=}; done
+    if [[ -z $n ]]; then
+      case $kind in
+        expire) n=$(grep -c ' FAULT router JWT expired' "$log" || true) ;;
+        *) n=$(grep -cE " FAULT $kind( |\$)" "$log" || true) ;;
+      esac
+    fi
+    counts+="${counts:+, }$n $kind"
+    [[ ${n:-0} -gt 0 ]] || none+=("$kind")
+  done
+  echo "$name emulator: faults injected: ${counts:-none} (--faults $spec)"
+  if [[ ${#none[@]} -gt 0 ]]; then
+    echo "FAIL: $name emulator: no fault of kind ${none[*]} was injected: the run did not test them" >&2
+    return 1
+  fi
+}
 
 case $target in
   local)
@@ -153,7 +182,8 @@ case $target in
     # shellcheck source=../lib/e2b_emulator.sh
     source "$(dirname "${BASH_SOURCE[0]}")/../lib/e2b_emulator.sh"
     args=(--tls)
-    [[ $target == e2b ]] || args+=(--faults seed=1,cut=0.01,http5xx=0.05,slow=0.05)
+    spec=seed=1,cut=0.01,http5xx=0.05,slow=0.05
+    [[ $target == e2b ]] || args+=(--faults "$spec")
     rc=0
     start_e2b_emulator "$work/e2b" "${args[@]}" || rc=$?
     [[ -z ${e2b_pid:-} ]] || pids+=("$e2b_pid")
@@ -163,6 +193,8 @@ case $target in
     status=0
     "$tether" conformance "${flags[@]}" "${rerun[@]}" || status=$?
     [[ $status -eq 0 ]] || tail -c 3000 "$work/e2b/emulator.log" >&2
+    echo "e2b emulator: $(grep -c ' -> ' "$work/e2b/requests.log" || true) requests"
+    if [[ $target == e2b-faults ]]; then faults_fired e2b "$work/e2b/requests.log" "$spec" || status=1; fi
     # SIGTERM: the emulator kills the process groups it started.
     kill -TERM "$e2b_pid" 2>/dev/null || true
     wait "$e2b_pid" 2>/dev/null || true
@@ -172,7 +204,8 @@ case $target in
     # shellcheck source=../lib/boat_emulator.sh
     source "$(dirname "${BASH_SOURCE[0]}")/../lib/boat_emulator.sh"
     args=(--tls)
-    [[ $target == boat ]] || args+=(--faults seed=1,http5xx=0.05,slow=0.02)
+    spec=seed=1,http5xx=0.05,slow=0.02
+    [[ $target == boat ]] || args+=(--faults "$spec")
     rc=0
     start_boat_emulator "$work/boat" "${args[@]}" || rc=$?
     [[ -z ${boat_pid:-} ]] || pids+=("$boat_pid")
@@ -182,8 +215,8 @@ case $target in
     status=0
     "$tether" conformance "${flags[@]}" "${rerun[@]}" || status=$?
     [[ $status -eq 0 ]] || tail -c 3000 "$work/boat/emulator.log" "$work/boat/requests.log" >&2
-    echo "boat emulator: $(grep -c ' -> ' "$work/boat/requests.log" || true) requests," \
-      "$(grep -c 'FAULT' "$work/boat/requests.log" || true) faults injected"
+    echo "boat emulator: $(grep -c ' -> ' "$work/boat/requests.log" || true) requests"
+    if [[ $target == boat-faults ]]; then faults_fired boat "$work/boat/requests.log" "$spec" || status=1; fi
     # SIGTERM: the emulator kills the process groups it started.
     kill -TERM "$boat_pid" 2>/dev/null || true
     wait "$boat_pid" 2>/dev/null || true
@@ -193,7 +226,8 @@ case $target in
     # shellcheck source=../lib/runloop_emulator.sh
     source "$(dirname "${BASH_SOURCE[0]}")/../lib/runloop_emulator.sh"
     args=(--tls --sse-ms 2000)
-    [[ $target != runloop-faults ]] || args+=(--faults seed=1,cut=0.01,http5xx=0.03,slow=0.01,stall=0.005)
+    spec=seed=1,cut=0.01,http5xx=0.03,slow=0.01,stall=0.005
+    [[ $target != runloop-faults ]] || args+=(--faults "$spec")
     [[ $target != runloop-exchange ]] || args+=(--stdin-kills)
     rc=0
     start_runloop_emulator "$work/runloop" "${args[@]}" || rc=$?
@@ -205,8 +239,8 @@ case $target in
     "$tether" conformance "${flags[@]}" "${rerun[@]}" || status=$?
     [[ $status -eq 0 ]] || tail -c 3000 "$work/runloop/emulator.log" "$work/runloop/requests.log" >&2
     echo "runloop emulator: $(grep -c ' -> ' "$work/runloop/requests.log" || true) requests," \
-      "$(grep -c 'FAULT' "$work/runloop/requests.log" || true) faults injected," \
       "$(grep -c 'stream ends with 408' "$work/runloop/requests.log" || true) streams ended with 408"
+    if [[ $target == runloop-faults ]]; then faults_fired runloop "$work/runloop/requests.log" "$spec" || status=1; fi
     kill -TERM "$runloop_pid" 2>/dev/null || true
     wait "$runloop_pid" 2>/dev/null || true
     exit $status
@@ -215,7 +249,8 @@ case $target in
     # shellcheck source=../lib/modal_emulator.sh
     source "$(dirname "${BASH_SOURCE[0]}")/../lib/modal_emulator.sh"
     args=()
-    if [[ $target == modal ]]; then args+=(--tls); else args+=(--faults seed=1,cut=0.01,unavailable=0.03,slow=0.01,expire); fi
+    spec=seed=1,cut=0.01,unavailable=0.03,slow=0.01,expire
+    if [[ $target == modal ]]; then args+=(--tls); else args+=(--faults "$spec"); fi
     rc=0
     start_modal_emulator "$work/modal" "${args[@]}" || rc=$?
     [[ -z ${modal_pid:-} ]] || pids+=("$modal_pid")
@@ -225,21 +260,25 @@ case $target in
     status=0
     "$tether" conformance "${flags[@]}" "${rerun[@]}" || status=$?
     [[ $status -eq 0 ]] || tail -c 3000 "$work/modal/emulator.log" "$work/modal/requests.log" >&2
-    echo "modal emulator: $(grep -c 'TaskExecStart .* pid' "$work/modal/requests.log" || true) execs," \
-      "$(grep -c 'FAULT' "$work/modal/requests.log" || true) faults injected" \
-      "($(grep -c 'FAULT cut' "$work/modal/requests.log" || true) cuts," \
-      "$(grep -c 'FAULT unavailable' "$work/modal/requests.log" || true) unavailable," \
-      "$(grep -c 'FAULT router JWT expired' "$work/modal/requests.log" || true) streams ended by an expired JWT)," \
-      "$(grep -c 'TaskGetCommandRouterAccess' "$work/modal/requests.log" || true) router JWTs"
+    # The emulator logs its fault counts when it shuts down (the only
+    # record of its `slow` stalls): stop it first.
     kill -TERM "$modal_pid" 2>/dev/null || true
     wait "$modal_pid" 2>/dev/null || true
+    echo "modal emulator: $(grep -c 'TaskExecStart .* pid' "$work/modal/requests.log" || true) execs," \
+      "$(grep -c 'TaskGetCommandRouterAccess' "$work/modal/requests.log" || true) router JWTs"
+    if [[ $target == modal-faults ]]; then
+      slow=$({ grep ' shutdown .* faults {' "$work/modal/requests.log" | grep -o '"slow":[0-9]*' | tail -n 1 |
+        cut -d: -f2; } || true)
+      faults_fired modal "$work/modal/requests.log" "$spec" "slow=${slow:-0}" || status=1
+    fi
     exit $status
     ;;
   daytona|daytona-faults)
     # shellcheck source=../lib/daytona_emulator.sh
     source "$(dirname "${BASH_SOURCE[0]}")/../lib/daytona_emulator.sh"
     args=(--tls)
-    [[ $target == daytona ]] || args+=(--force-echo --faults seed=1,cut=0.01,http5xx=0.03,slow=0.01)
+    spec=seed=1,cut=0.01,http5xx=0.03,slow=0.01
+    [[ $target == daytona ]] || args+=(--force-echo --faults "$spec")
     rc=0
     start_daytona_emulator "$work/daytona" "${args[@]}" || rc=$?
     [[ -z ${daytona_pid:-} ]] || pids+=("$daytona_pid")
@@ -249,8 +288,8 @@ case $target in
     status=0
     "$tether" conformance "${flags[@]}" "${rerun[@]}" || status=$?
     [[ $status -eq 0 ]] || tail -c 3000 "$work/daytona/emulator.log" "$work/daytona/requests.log" >&2
-    echo "daytona emulator: $(grep -c ' -> ' "$work/daytona/requests.log" || true) requests," \
-      "$(grep -c 'FAULT' "$work/daytona/requests.log" || true) faults injected"
+    echo "daytona emulator: $(grep -c ' -> ' "$work/daytona/requests.log" || true) requests"
+    if [[ $target == daytona-faults ]]; then faults_fired daytona "$work/daytona/requests.log" "$spec" || status=1; fi
     kill -TERM "$daytona_pid" 2>/dev/null || true
     wait "$daytona_pid" 2>/dev/null || true
     exit $status
@@ -259,7 +298,8 @@ case $target in
     # shellcheck source=../lib/kubernetes_emulator.sh
     source "$(dirname "${BASH_SOURCE[0]}")/../lib/kubernetes_emulator.sh"
     faults=
-    [[ $target == kubernetes-faults ]] && faults=seed=1,cut=0.01,noclose=0.01,http5xx=0.05
+    spec=seed=1,cut=0.01,noclose=0.05,http5xx=0.05
+    [[ $target == kubernetes-faults ]] && faults=$spec
     [[ $target == kubernetes-v4 ]] && faults=v4only
     rc=0
     start_kubernetes_emulator "$work" "$faults" tls || rc=$?
@@ -271,6 +311,8 @@ case $target in
     status=0
     "$tether" conformance "${args[@]}" "${rerun[@]}" || status=$?
     [[ $status -eq 0 ]] || echo "emulator stderr: $(tail -c 2000 "$work/emulator.err")" >&2
+    echo "kubernetes emulator: $(grep -c ' -> \| upgraded ' "$work/k8s/requests.log" || true) requests and execs"
+    if [[ $target == kubernetes-faults ]]; then faults_fired kubernetes "$work/k8s/requests.log" "$spec" || status=1; fi
     # SIGTERM first: the emulator then kills what its pod still runs.
     kill -TERM "$emu_pid" 2>/dev/null || true
     wait "$emu_pid" 2>/dev/null || true

@@ -100,6 +100,30 @@ bool Alive(pid_t pid) {
   return st && st->state != 'Z';
 }
 
+// True when the pipe at `path` (a /proc/<pid>/fd/<n> link) has no room
+// for a writer: its writer, which never blocks, is held back. (poll on a
+// write end opened for the purpose: a pipe's fill is in slots, which
+// FIONREAD, a byte count, does not show.) False if it is not a pipe.
+bool PipeFull(const std::string& path) {
+  const int w = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (w < 0) return false;
+  pollfd p{w, POLLOUT, 0};
+  const bool full = ::poll(&p, 1, 0) == 0;
+  ::close(w);
+  return full;
+}
+
+// How many sockets process `pid` holds open.
+int SocketsOf(pid_t pid) {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+    std::error_code rec;
+    if (std::filesystem::read_symlink(e.path(), rec).string().rfind("socket:", 0) == 0) ++n;
+  }
+  return n;
+}
+
 // Kills and reaps every process left behind by a test: daemons and their
 // children are reparented to us (we are a subreaper), rounds repeat until
 // nothing is left.
@@ -245,6 +269,16 @@ class Peer {
 
   pid_t pid() const { return pid_; }
   const std::string& stderr_text() const { return stderr_; }
+  // Our read end of the peer's stdout, as a path another open can use.
+  std::string stdout_path() const { return "/proc/self/fd/" + std::to_string(out_); }
+  // Reads at most `max` bytes of its stdout if there are any (a slow host),
+  // kept for Receive().
+  void ReadALittle(std::size_t max) {
+    if (out_ < 0) return;
+    std::string buf(max, '\0');
+    const ssize_t n = ::read(out_, buf.data(), max);
+    if (n > 0) pending_.append(buf.data(), static_cast<std::size_t>(n));
+  }
 
   // Writes all of `bytes`, reading the other direction meanwhile (so a full
   // pipe on our side never deadlocks). False when the peer stopped reading.
@@ -797,10 +831,15 @@ TEST_CASE("a protocol error while output is backed up still arrives as whole fra
   wire::Hello hello;
   hello.set_window_bytes(64u << 20);
   Attached a = sb.Start(l, hello);
-  // Let the daemon's writer fill the socket, the bridge and our pipe.
-  std::this_thread::sleep_for(milliseconds(300));
+  // Waited for, not slept on: our pipe from the bridge is full (so the
+  // bridge and the socket fill behind it), and the child's stdout pipe is
+  // full: the daemon stopped reading it because its ring (1 MiB, more than
+  // socket, bridge and pipe hold) is full, so it has output it cannot send.
+  const pid_t child = a.welcome.state().pid();
+  const std::string child_out = "/proc/" + std::to_string(child) + "/fd/1";
+  REQUIRE(Eventually([&] { return PipeFull(a.peer->stdout_path()) && PipeFull(child_out); },
+                     milliseconds(30000)));
   REQUIRE(a.peer->Write("garbage!"));
-  std::this_thread::sleep_for(milliseconds(300));
   Transcript t;
   t.window = 64u << 20;
   absl::Status st = a.peer->CollectUntilClosed(t);
@@ -1025,15 +1064,21 @@ TEST_CASE("a holder that goes quiet loses the attachment one lease after its las
   Sandbox sb;
   wire::Launch l = sb.NewLaunch({"cat"});
   l.set_lease_ms(400);
+  const auto before_connect = steady_clock::now();
   Attached a = sb.Start(l);
   const pid_t child = a.welcome.state().pid();
   // Connected and silent, not stopped: the lease ends it (the daemon waits
   // for the lease's deadline, set anew by the Hello, not for the ten
-  // seconds a connection has to say hello).
-  const auto quiet_since = steady_clock::now();
+  // seconds a connection has to say hello). A promised deadline, so a
+  // bound: the end must come before the hello timeout could have ended
+  // the connection (kHelloTimeoutMs after its connect, which came after
+  // before_connect), less 0.5 s; that leaves over 8 s of margin on the
+  // 400 ms lease for ASan on 2 loaded cores. (The broken cases are that
+  // one and never.)
   Transcript t;
   REQUIRE(a.peer->CollectUntilClosed(t).ok());
-  CHECK(steady_clock::now() - quiet_since < std::chrono::seconds(5));
+  CAPTURE(std::chrono::duration_cast<milliseconds>(steady_clock::now() - before_connect).count());
+  CHECK(steady_clock::now() - before_connect < milliseconds(kHelloTimeoutMs) - milliseconds(500));
   CHECK(Alive(child));
   wire::Welcome w;
   std::unique_ptr<Peer> b = sb.Attach(l, {}, &w);
@@ -1445,21 +1490,33 @@ TEST_CASE("a bridge whose host is slow does not spin after the daemon closed the
   wire::Hello hello;
   hello.set_window_bytes(64u << 20);
   Attached a = sb.Start(sb.NewLaunch({"yes", "0123456789abcdefghijklmnopqrstuvwxyz"}, false), hello);
-  // Fill the socket, the bridge's buffer and our pipe; then end the attachment.
-  std::this_thread::sleep_for(milliseconds(300));
+  const pid_t daemon = ParentOf(a.welcome.state().pid());
+  // Fill the socket, the bridge's buffer and our pipe (waited for: our pipe
+  // is full); then end the attachment. The daemon finishes the frame it is
+  // writing first, so we read a little at a time (a slow host) until it
+  // closed its end of the socket; what is still in the socket fills our
+  // pipe again, and the bridge waits for us with the socket at EOF.
+  REQUIRE(Eventually([&] { return PipeFull(a.peer->stdout_path()); }, milliseconds(30000)));
+  const int sockets = SocketsOf(daemon);
   a.peer->Send(Detach());
-  std::this_thread::sleep_for(milliseconds(200));
-  auto cpu_ticks = [](pid_t pid) {
-    std::optional<ProcStat> st = ReadProcStat(pid);
-    REQUIRE(st.has_value());
-    return static_cast<long long>(st->utime + st->stime);
-  };
-  const long long before = cpu_ticks(a.peer->pid());
-  std::this_thread::sleep_for(milliseconds(1000));
-  const long long used = cpu_ticks(a.peer->pid()) - before;
-  const long long hz = ::sysconf(_SC_CLK_TCK);
-  CHECK_MESSAGE(used * 10 < hz * 3, "the bridge used " << used << " of " << hz
-                                                       << " clock ticks in one second waiting for the host");
+  REQUIRE(Eventually([&] {
+    if (SocketsOf(daemon) < sockets) return true;
+    a.peer->ReadALittle(4096);
+    return false;
+  }, milliseconds(30000)));
+  REQUIRE(Eventually([&] { return PipeFull(a.peer->stdout_path()); }, milliseconds(30000)));
+  // Not a CPU measurement: the bridge is seen asleep (in its poll: every
+  // other call it makes is non-blocking). The close woke it if its poll
+  // still watched the socket (POLLHUP), and from then on a spinning bridge
+  // is never asleep again; one that does not spin sleeps until we read.
+  std::optional<ProcStat> st;
+  const bool asleep = Eventually([&] {
+    st = ReadProcStat(a.peer->pid());
+    return st && st->state == 'S';
+  }, milliseconds(30000));
+  CHECK_MESSAGE(asleep, "the bridge never slept waiting for the host (state "
+                            << std::string(1, st ? st->state : '?') << ", " << (st ? st->utime + st->stime : 0)
+                            << " clock ticks used)");
 }
 
 
@@ -1584,7 +1641,11 @@ TEST_CASE("a cancelled launch never starts its child and leaves nothing behind")
   const wire::Error e = ExpectFatalError(p);
   CHECK(e.code() == wire::ERROR_CANCELLED);
   CHECK(Contains(e.message(), "cancel"));
-  ::usleep(300 * 1000);
+  // Instead of a pause: the launcher has exited and left no process behind
+  // (a daemon would be reparented to us, a subreaper), so nothing can still
+  // start the child or make the directory after the checks below.
+  REQUIRE(p.WaitExit().has_value());
+  CHECK(ChildrenOf(::getpid()).empty());
   struct stat st;
   CHECK(::lstat(flag.c_str(), &st) != 0);               // the child never ran
   CHECK(::lstat(l.state_dir().c_str(), &st) != 0);      // no private directory
@@ -1918,17 +1979,25 @@ TEST_CASE("under pressure unauthenticated connections get less time to say hello
   CHECK_FALSE(ClosedByPeer(*alone, kPressuredHelloMs + milliseconds(1500)));
   ::close(*alone);
   std::vector<int> silent;
+  // A promised deadline (kPressuredHelloMs, 2 s), so a bound: every silent
+  // connection must be closed before any of them could have reached the
+  // full kHelloTimeoutMs (10 s from its connect, which is after `start`),
+  // less 0.5 s. That is what tells the two apart, and leaves the 2 s
+  // deadline over 7 s of margin for ASan on 2 loaded cores.
+  const auto start = steady_clock::now();
+  const auto deadline = start + milliseconds(kHelloTimeoutMs) - milliseconds(500);
   for (std::size_t i = 0; i < kPressureConnections; ++i) {
     absl::StatusOr<int> fd = ConnectInDir(l.state_dir());
     REQUIRE(fd.ok());
     silent.push_back(*fd);
   }
-  const auto start = steady_clock::now();
   for (int fd : silent) {
-    CHECK(ClosedByPeer(fd, milliseconds(kHelloTimeoutMs) - milliseconds(3000)));
+    const auto left = std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now()));
+    CHECK(ClosedByPeer(fd, left));
     ::close(fd);
   }
-  CHECK(steady_clock::now() - start < milliseconds(kHelloTimeoutMs) - milliseconds(2000));
+  CAPTURE(std::chrono::duration_cast<milliseconds>(steady_clock::now() - start).count());
+  CHECK(steady_clock::now() < deadline);
   // The owner's attachment is untouched.
   a.peer->Send(StdinData(0, "still here"));
   Transcript t;

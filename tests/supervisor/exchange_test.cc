@@ -15,6 +15,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <stop_token>
@@ -25,6 +26,7 @@
 
 #include "protocol/envelope.h"
 #include "protocol/exchange_format.h"
+#include "supervisor/proc.h"
 #include "tests/supervisor/test_util.h"
 #include "tether/protocol/version.h"
 
@@ -131,6 +133,21 @@ class ExchangeLaunch {
   const std::string init = tmp / "x1.init";
 };
 
+// Sockets held by the processes this test started: the daemon and the
+// relay are ours (we are their subreaper), so a connection the relay
+// accepted shows as one more.
+int SocketsOfOurChildren() {
+  int n = 0;
+  for (pid_t child : ChildrenOf(::getpid())) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(child) + "/fd", ec)) {
+      std::error_code rec;
+      if (std::filesystem::read_symlink(e.path(), rec).string().rfind("socket:", 0) == 0) ++n;
+    }
+  }
+  return n;
+}
+
 // The hazard: the relay read each poll's request with blocking reads of up
 // to 2 s per read, so one connection that stalled or trickled its request (a
 // poll command cut or stopped by the provider, any process of the sandbox's
@@ -139,6 +156,7 @@ class ExchangeLaunch {
 // every poll fail and, after 50, declared the channel gone.
 TEST_CASE("the relay answers polls while other connections stall or trickle their requests") {
   ExchangeLaunch x;
+  const int sockets = SocketsOfOurChildren();
   const int silent = x.Connect();
   const int trickle = x.Connect();
   // (A jthread: stopped and joined even when a REQUIRE below fails.)
@@ -149,7 +167,8 @@ TEST_CASE("the relay answers polls while other connections stall or trickle thei
       std::this_thread::sleep_for(300ms);
     }
   });
-  std::this_thread::sleep_for(200ms);  // both accepted before the polls come
+  // Both accepted before the polls come (waited for, not slept on).
+  REQUIRE(testing::Eventually([&] { return SocketsOfOurChildren() >= sockets + 2; }, 30000ms));
   for (int i = 0; i < 3; ++i) {
     const Ran r = x.Poll(0, 0);
     CAPTURE(i);

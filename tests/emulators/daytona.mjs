@@ -20,7 +20,21 @@
 //                      request or WebSocket upgrade answered 502/503 without
 //                      doing anything), slow=P (answered 1-3 s late), cut=P (per
 //                      log message: send only part of it, then drop the TCP
-//                      connection without a close frame: a stream cut mid-line).
+//                      connection without a close frame: a stream cut mid-line),
+//                      lost5xx=P (a session creation, exec, input or upload
+//                      does its work, and then the answer is lost: 502/503, as
+//                      a gateway that timed out on a call that took effect),
+//                      http429=P (a REST request answered 429 with
+//                      Retry-After: 1 without doing anything).
+//   Violations: an exec into a session whose earlier exec of the same command
+//   took effect and lost its answer is the command started twice; an input
+//   to a command whose earlier input with the same data was applied and lost
+//   its answer is input applied twice (the toolbox has no request id and no
+//   input offset: the session, the command and the data are what identify a
+//   call); a JSON request sent again after a 429 before its Retry-After has
+//   passed ignores the delay. Each is logged as a " VIOLATION duplicate ..."
+//   or " VIOLATION retry-after ..." line in requests.log (the tests fail on
+//   any) and counted in /_emulator/stats and the shutdown line.
 //   Listens on 127.0.0.1, port 0; when ready prints ONE JSON line (also
 //   DIR/endpoint.json): {"url": API URL (…/api), "toolbox": toolbox proxy URL,
 //   "ca": path|null, "sandbox": "sbx-daytona", "api_key": ...}
@@ -52,14 +66,15 @@
 //   POST   /files/upload?path=P  multipart field "file"
 // Test only (no key, not counted): GET /_emulator/stats -> {requests (REST
 // calls and WebSocket upgrades), ws_messages, ws_bytes (log bytes sent,
-// replays included), input_posts, input_bytes (the data strings), log_bytes}.
+// replays included), input_posts, input_bytes (the data strings), log_bytes,
+// violations {duplicate, retry-after}}.
 // The log, as the real daemon writes it (a `while IFS= read -r line` loop per
 // stream): every line of stdout becomes 01 01 01 + line + "\n", of stderr
 // 02 02 02 + line + "\n"; NUL bytes are dropped; a last line without a newline
 // gets one. Bytes in the output that look like markers are not escaped.
 // Commands run as `bash -c command` (sh when there is no bash) in their own
 // process group, stdin a pipe; exit code 128+N for signal N.
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -81,6 +96,8 @@ const kMaxLogBytes = 512 << 20;      // one command's log; more is dropped (coun
 const kWsChunk = 64 << 10;           // a log message's size at most
 const OUT = Buffer.from([1, 1, 1]);
 const ERR = Buffer.from([2, 2, 2]);
+const kRetryAfterSeconds = 1;        // a 429's Retry-After
+const kRetryAfterSlackMs = 50;       // timer granularity: a resend this early still counts as waiting
 
 const argv = process.argv.slice(2);
 const noProxyUrl = argv.includes('--no-proxy-url');
@@ -88,7 +105,7 @@ const forceEcho = argv.includes('--force-echo');
 const args = parseArgs(argv.filter((a) => a !== '--no-proxy-url' && a !== '--force-echo'), { usage: USAGE });
 let faults;
 try {
-  faults = new Faults(args.faults, { kinds: ['http5xx', 'slow', 'cut'], flags: [] });
+  faults = new Faults(args.faults, { kinds: ['http5xx', 'slow', 'cut', 'lost5xx', 'http429'], flags: [] });
 } catch (e) {
   process.stderr.write(`${e.message}\nusage: ${USAGE}\n`);
   process.exit(2);
@@ -99,7 +116,41 @@ const sandbox = new Sandbox(path.join(args.dir, SANDBOX_ID), { hostname: SANDBOX
 const shell = fs.existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh';
 const sessions = new Map();  // sessionId -> {id, commands: Map}
 let baseUrl = '';
-const stats = { requests: 0, ws_messages: 0, ws_bytes: 0, input_posts: 0, input_bytes: 0, log_bytes: 0 };
+const stats = {
+  requests: 0, ws_messages: 0, ws_bytes: 0, input_posts: 0, input_bytes: 0, log_bytes: 0,
+  violations: { duplicate: 0, 'retry-after': 0 },
+};
+// Requests answered 429: method, path and body hash -> the time before which
+// a resend ignores the Retry-After.
+const retryNotBefore = new Map();
+const requestKey = (req, buf) =>
+  `${req.method} ${new URL(req.url, 'http://e').pathname} ${createHash('sha256').update(buf).digest('hex')}`;
+
+// A request answered 429 that comes again before its Retry-After has passed.
+function checkRetryAfter(req, buf) {
+  const key = requestKey(req, buf);
+  const notBefore = retryNotBefore.get(key);
+  if (notBefore === undefined) return;
+  retryNotBefore.delete(key);
+  if (Date.now() < notBefore - kRetryAfterSlackMs) {
+    violation(key.split(' ').slice(0, 2).join(' '), 'retry-after',
+              `sent again ${notBefore - Date.now()} ms before the Retry-After of its 429 had passed`);
+  }
+}
+
+function violation(label, kind, what) {
+  stats.violations[kind]++;
+  log.line(label, 'VIOLATION', kind, what);
+  process.stderr.write(`daytona emulator: VIOLATION ${kind}: ${label} ${what}\n`);
+}
+
+// The answer of a call that did its work but whose answer a gateway lost.
+function loseAnswer(res, label, what) {
+  const status = faults.status5xx();
+  log.line(label, 'FAULT lost5xx', status, `(after ${what}: the answer is lost)`);
+  res.writeHead(status, { 'content-type': 'text/plain' });
+  res.end(`${status} ${http.STATUS_CODES[status]} (emulated fault, after the call took effect)\n`);
+}
 
 function sendJson(res, status, obj) {
   if (res.writableEnded || res.destroyed) return;
@@ -117,6 +168,7 @@ async function jsonBody(req, res, limit = kMaxJsonBody) {
     fail(res, 413, `request body above ${limit} bytes`);
     return undefined;
   }
+  checkRetryAfter(req, buf);
   let v;
   try {
     v = JSON.parse(buf.toString('utf8'));
@@ -204,6 +256,8 @@ class Command {
     this.dropped = 0;
     this.watchers = new Set();  // functions called on every append and at the end
     this.done = new Promise((r) => { this.resolveDone = r; });
+    this.inputBytes = 0;       // input applied so far (the offset of the next)
+    this.lostInputs = new Map();  // data of an input applied whose answer was lost -> its offset
   }
 
   append(b) {
@@ -317,7 +371,8 @@ async function handleToolbox(req, res, rest, url) {
       return fail(res, 400, 'sessionId must be 1-128 characters of [A-Za-z0-9._-]');
     }
     if (sessions.has(v.sessionId)) return fail(res, 409, `session ${v.sessionId} already exists`);
-    sessions.set(v.sessionId, { id: v.sessionId, commands: new Map() });
+    sessions.set(v.sessionId, { id: v.sessionId, commands: new Map(), lostExecs: new Map() });
+    if (faults.roll('lost5xx')) return loseAnswer(res, `POST ${url.pathname}`, 'the session was made');
     return sendJson(res, 201, undefined);
   }
   let m = /^\/process\/session\/([^/]+)$/.exec(rest);
@@ -341,12 +396,21 @@ async function handleToolbox(req, res, rest, url) {
     if (!s) return fail(res, 404, `session ${sid} not found`);
     if (typeof v.command !== 'string' || v.command === '') return fail(res, 400, 'command must be a non-empty string');
     if (v.command.includes('\0')) return fail(res, 400, 'command must not contain NUL');
+    const label = `POST ${url.pathname}`;
+    const lost = s.lostExecs.get(v.command);
+    if (lost !== undefined) {
+      violation(label, 'duplicate', `the command of exec ${lost}, which started and whose answer was lost, was sent ` +
+                'again into the same session: it starts twice');
+    }
     const c = new Command(s, v.command, v.suppressInputEcho === true);
     s.commands.set(c.id, c);
     c.start();
     log.line('exec', sid, c.id, v.runAsync ? 'async' : 'sync');
-    if (v.runAsync) return sendJson(res, 202, { cmdId: c.id });
+    const loseIt = faults.roll('lost5xx');
+    if (loseIt) s.lostExecs.set(v.command, c.id);
+    if (v.runAsync) return loseIt ? loseAnswer(res, label, 'the command started') : sendJson(res, 202, { cmdId: c.id });
     await c.done;
+    if (loseIt) return loseAnswer(res, label, 'the command ran');
     return sendJson(res, 200, { cmdId: c.id, exitCode: c.exitCode, ...demux(c.logBuffer()) });
   }
   m = /^\/process\/session\/([^/]+)\/command\/([^/]+)(\/input|\/logs)?$/.exec(rest);
@@ -367,9 +431,21 @@ async function handleToolbox(req, res, rest, url) {
     if (v === undefined) return;
     if (typeof v.data !== 'string') return fail(res, 400, 'data must be a string');
     if (c.exitCode !== undefined) return fail(res, 400, `command ${c.id} is not running`);
+    const label = `POST ${url.pathname}`;
+    const at = c.inputBytes;
+    const lostAt = c.lostInputs.get(v.data);
+    if (lostAt !== undefined) {
+      violation(label, 'duplicate', `the input applied at byte ${lostAt}, whose answer was lost, was sent again: ` +
+                `applied twice (again at byte ${at})`);
+    }
     stats.input_posts++;
     stats.input_bytes += Buffer.byteLength(v.data);
+    c.inputBytes += Buffer.byteLength(v.data);
     c.input(v.data);
+    if (faults.roll('lost5xx')) {
+      c.lostInputs.set(v.data, at);
+      return loseAnswer(res, label, `the input was applied at byte ${at}`);
+    }
     return sendJson(res, 200, undefined);
   }
   if (rest === '/files/bulk-upload' || rest === '/files/upload') {
@@ -414,6 +490,8 @@ async function handleToolbox(req, res, rest, url) {
       }
       log.line('files wrote', path.relative(sandbox.root, dst), f.data.length, 'bytes');
     }
+    // (A file written twice is the same file: no violation to look for.)
+    if (faults.roll('lost5xx')) return loseAnswer(res, `POST ${url.pathname}`, 'the files were written');
     return sendJson(res, 200, undefined);
   }
   return fail(res, 404, `no route for ${req.method} ${rest}`);
@@ -451,6 +529,18 @@ async function admit(req, res, label) {
     log.line(label, 'FAULT slow', ms, 'ms');
     await sleep(ms);
     if (gone) return false;
+  }
+  if (faults.roll('http429')) {
+    log.line(label, 'FAULT http429 Retry-After', kRetryAfterSeconds);
+    // Its body names the call that must not come again before the delay.
+    const buf = req.method === 'POST' ? await readBody(req, kMaxJsonBody) : (req.resume(), null);
+    if (buf !== null) {
+      checkRetryAfter(req, buf);  // (an early resend refused again is early all the same)
+      retryNotBefore.set(requestKey(req, buf), Date.now() + kRetryAfterSeconds * 1000);
+    }
+    res.writeHead(429, { 'content-type': 'application/json', 'retry-after': String(kRetryAfterSeconds) });
+    res.end(JSON.stringify({ message: 'rate limited (emulated fault)', statusCode: 429 }));
+    return false;
   }
   if (faults.roll('http5xx')) {
     const status = faults.status5xx();
@@ -626,7 +716,7 @@ server.listen(0, '127.0.0.1', () => {
   baseUrl = `${args.tls ? 'https' : 'http'}://127.0.0.1:${port}`;
   log.line('listening', baseUrl, `faults=${faults.describe()}`, noProxyUrl ? 'no-proxy-url' : '', forceEcho ? 'force-echo' : '');
   announceAndWait(args.dir, { url: `${baseUrl}/api`, toolbox: `${baseUrl}/toolbox`, ca, sandbox: SANDBOX_ID, api_key: apiKey }, (why) => {
-    log.line('shutdown', why);
+    log.line('shutdown', why, 'violations', JSON.stringify(stats.violations), 'faults', JSON.stringify(faults.count));
     for (const s of sessions.values()) for (const c of s.commands.values()) c.kill();
     sandbox.killAll();
   });

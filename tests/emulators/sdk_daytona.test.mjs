@@ -155,6 +155,53 @@ test('faults: cut (a log stream dropped mid-line, no close frame), http5xx, slow
   }
 });
 
+test('faults: lost5xx (the call takes effect, the answer is lost) and http429; a resend of what took effect is a VIOLATION', async () => {
+  const raw = async (info, method, p, body) => {
+    const r = await fetch(info.toolbox + '/' + info.sandbox + p, {
+      method,
+      headers: { authorization: `Bearer ${info.api_key}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: r.status, text: await r.text(), retryAfter: r.headers.get('retry-after') };
+  };
+  const emu = await startEmulator('daytona', ['--faults', 'seed=1,lost5xx=1']);
+  try {
+    assert.ok((await raw(emu.info, 'POST', '/process/session', { sessionId: 'l' })).status >= 502);
+    assert.equal((await raw(emu.info, 'POST', '/process/session', { sessionId: 'l' })).status, 409, 'the lost one made it');
+    const out = path.join(emu.dir, 'in.txt');
+    const exec = { command: `cat > '${out}'`, runAsync: true, suppressInputEcho: true };
+    assert.ok((await raw(emu.info, 'POST', '/process/session/l/exec', exec)).status >= 502);
+    const listed = JSON.parse((await raw(emu.info, 'GET', '/process/session/l')).text);
+    assert.equal(listed.commands.length, 1, 'the exec whose answer was lost started');
+    const cid = listed.commands[0].id;
+    assert.doesNotMatch(emu.log(), / VIOLATION /);
+    assert.ok((await raw(emu.info, 'POST', `/process/session/l/command/${cid}/input`, { data: 'a' })).status >= 502);
+    await waitFor(async () => fs.existsSync(out) && fs.readFileSync(out, 'utf8') === 'a\n');
+    assert.ok((await raw(emu.info, 'POST', `/process/session/l/command/${cid}/input`, { data: 'b' })).status >= 502);
+    assert.doesNotMatch(emu.log(), / VIOLATION /, 'other data is other input');
+    await raw(emu.info, 'POST', `/process/session/l/command/${cid}/input`, { data: 'b' });
+    await waitFor(async () => fs.readFileSync(out, 'utf8') === 'a\nb\nb\n');
+    assert.match(emu.log(), / VIOLATION duplicate the input applied at byte 1, whose answer was lost, was sent again/);
+    await raw(emu.info, 'POST', '/process/session/l/exec', exec);
+    assert.match(emu.log(), / VIOLATION duplicate the command of exec /);
+    assert.equal(JSON.parse((await raw(emu.info, 'GET', '/process/session/l')).text).commands.length, 2);
+  } finally {
+    await emu.stop();
+  }
+  const emu2 = await startEmulator('daytona', ['--faults', 'seed=1,http429=1']);
+  try {
+    const a = await raw(emu2.info, 'POST', '/process/session', { sessionId: 'r' });
+    assert.equal(a.status, 429);
+    assert.equal(a.retryAfter, '1');
+    assert.equal((await raw(emu2.info, 'GET', '/process/session')).status, 429);
+    assert.doesNotMatch(emu2.log(), / VIOLATION /);
+    await raw(emu2.info, 'POST', '/process/session', { sessionId: 'r' });  // at once: before its Retry-After
+    assert.match(emu2.log(), / VIOLATION retry-after /);
+  } finally {
+    await emu2.stop();
+  }
+});
+
 test('bad command lines exit 2', async () => {
   for (const bad of [['--faults', 'cut=2'], ['--faults', 'nope=1'], ['--bogus']]) {
     const r = await execFileP(process.execPath, [path.join(EMULATORS_DIR, 'daytona.mjs'), '--dir', fs.mkdtempSync('/tmp/emu-bad-'), ...bad]).catch((e) => e);

@@ -20,6 +20,7 @@
 #include <boost/json.hpp>
 #include <chrono>
 #include <deque>
+#include <map>
 #include <random>
 
 #include "absl/strings/match.h"
@@ -253,6 +254,48 @@ TEST_CASE("HttpFailure maps the toolbox's statuses to codes a caller can act on"
   CHECK(scrubbed.message() == "echo <DAYTONA_API_KEY> back");
 }
 
+TEST_CASE("EffectHttpFailure: a 5xx on an exec or input may come after it took effect, so it is OUTCOME_UNKNOWN") {
+  for (int s : {500, 502, 503, 504}) {
+    CAPTURE(s);
+    const absl::Status st = daytona::EffectHttpFailure(Resp(s, ""), "POST /process/session/x/exec", "sb");
+    CHECK(ErrorCodeOf(st) == ErrorCode::kOutcomeUnknown);
+    CHECK(absl::StrContains(st.message(), "may have taken effect"));
+  }
+  CHECK(ErrorCodeOf(daytona::EffectHttpFailure(Resp(429, ""), "x", "sb")) == ErrorCode::kUnavailable);
+  CHECK(daytona::EffectHttpFailure(Resp(404, ""), "x", "sb").code() == absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("RetryAfter reads delta-seconds and an HTTP-date; nothing else") {
+  const auto now = std::chrono::system_clock::from_time_t(784111777);  // Sun, 06 Nov 1994 08:49:37 GMT
+  const auto with = [](std::string v) {
+    net::Response r = Resp(429, "");
+    r.headers.emplace_back("Retry-After", std::move(v));
+    return r;
+  };
+  CHECK(!daytona::RetryAfter(Resp(429, ""), now).has_value());
+  CHECK(daytona::RetryAfter(with("7"), now) == std::chrono::seconds(7));
+  CHECK(daytona::RetryAfter(with("Sun, 06 Nov 1994 08:49:40 GMT"), now) == std::chrono::seconds(3));
+  CHECK(daytona::RetryAfter(with("Sun, 06 Nov 1994 08:00:00 GMT"), now) == std::chrono::seconds(0));
+  for (const char* bad : {"-3", "later", "2.5", ""}) {
+    CAPTURE(bad);
+    CHECK(!daytona::RetryAfter(with(bad), now).has_value());
+  }
+}
+
+TEST_CASE("ParseSessionCommands lists the session's command ids, each safe in a path") {
+  absl::StatusOr<std::vector<std::string>> ids =
+      daytona::ParseSessionCommands(R"({"sessionId":"s","commands":[{"id":"c1","command":"x"},{"id":"c-2","exitCode":0}]})");
+  REQUIRE(ids.ok());
+  CHECK(*ids == std::vector<std::string>{"c1", "c-2"});
+  CHECK(daytona::ParseSessionCommands(R"({"sessionId":"s"})")->empty());
+  CHECK(daytona::ParseSessionCommands(R"({"sessionId":"s","commands":null})")->empty());
+  for (const char* bad : {R"({"commands":{}})", R"({"commands":[1]})", R"({"commands":[{"command":"x"}]})",
+                          R"({"commands":[{"id":"../x"}]})", R"({"commands":[{"id":".."}]})", "[]"}) {
+    CAPTURE(bad);
+    CHECK(ErrorCodeOf(daytona::ParseSessionCommands(bad).status()) == ErrorCode::kProtocol);
+  }
+}
+
 TEST_CASE("the transport streams text without stdin EOF, cut-prone: the text tunnel is chosen") {
   asio::io_context io;
   DaytonaOptions o;
@@ -339,6 +382,14 @@ struct LogScript {
   milliseconds delay{0};  // before the first message
 };
 
+// A scripted failure of one kind of call: `status` before the call takes
+// effect, or (after) once it did, as a gateway that lost the answer.
+struct Fault {
+  int status = 502;
+  bool after = false;
+  std::string retry_after;  // a Retry-After header when not empty
+};
+
 struct FakeDaytona {
   std::string base;               // http://127.0.0.1:PORT
   bool proxy_url_in_dto = true;
@@ -348,7 +399,30 @@ struct FakeDaytona {
   std::deque<LogScript> logs;         // one per WebSocket connection (the last repeats)
   std::optional<int> exit_code;
   int ws_connections = 0;
+  // By kind ("session", "exec", "input", "list"): the next answers' faults.
+  std::map<std::string, std::deque<Fault>> faults;
+  std::map<std::string, int> session_execs;  // session id -> execs that took effect
+  std::vector<std::chrono::steady_clock::time_point> input_times;  // every input POST that arrived
 };
+
+// The next scripted fault of `kind`, if any.
+std::optional<Fault> NextFault(FakeDaytona& f, const std::string& kind) {
+  auto it = f.faults.find(kind);
+  if (it == f.faults.end() || it->second.empty()) return std::nullopt;
+  Fault x = it->second.front();
+  it->second.pop_front();
+  return x;
+}
+
+asio::awaitable<void> RespondRetryAfter(Stream& s, int status, std::string retry_after) {
+  http::response<http::string_body> res(static_cast<http::status>(status), 11);
+  res.set(http::field::content_type, "application/json");
+  if (!retry_after.empty()) res.set(http::field::retry_after, retry_after);
+  res.keep_alive(true);
+  res.body() = R"({"message":"scripted fault"})";
+  res.prepare_payload();
+  co_await http::async_write(s, res, asio::use_awaitable);
+}
 
 constexpr char kKey[] = "dtn-test-key-0123456789";
 
@@ -385,7 +459,29 @@ Handler Serve(std::shared_ptr<FakeDaytona> fake) {
       }
       int status = 404;
       std::string body = R"({"message":"no route"})";
-      if (target == "/api/sandbox/sb-1") {
+      const bool post = req->method() == http::verb::post;
+      const std::string session_prefix = "/toolbox/sb-1/process/session/";
+      std::string kind;
+      if (post && target == "/toolbox/sb-1/process/session") kind = "session";
+      if (post && absl::EndsWith(target, "/exec")) kind = "exec";
+      if (post && absl::EndsWith(target, "/input")) kind = "input";
+      if (req->method() == http::verb::get && absl::StartsWith(target, session_prefix) &&
+          target.find('/', session_prefix.size()) == std::string::npos) {
+        kind = "list";
+      }
+      if (kind == "input") fake->input_times.push_back(std::chrono::steady_clock::now());
+      std::optional<Fault> fault = kind.empty() ? std::nullopt : NextFault(*fake, kind);
+      if (fault && !fault->after) {
+        co_await RespondRetryAfter(s, fault->status, fault->retry_after);
+        continue;
+      }
+      if (kind == "list") {
+        const std::string sid = target.substr(session_prefix.size());
+        std::string cmds;
+        for (int i = 0; i < fake->session_execs[sid]; ++i) absl::StrAppend(&cmds, i ? "," : "", R"({"id":"c1","command":"x"})");
+        status = 200;
+        body = absl::StrCat(R"({"sessionId":")", sid, R"(","commands":[)", cmds, "]}");
+      } else if (target == "/api/sandbox/sb-1") {
         status = fake->sandbox_status;
         body = fake->proxy_url_in_dto
                    ? absl::StrCat(R"({"id":"sb-1","state":"started","toolboxProxyUrl":")", fake->base, R"(/toolbox"})")
@@ -395,9 +491,18 @@ Handler Serve(std::shared_ptr<FakeDaytona> fake) {
         status = 200;
         body = absl::StrCat(R"({"url":")", fake->base, R"(/toolbox"})");
       } else if (target == "/toolbox/sb-1/process/session" && req->method() == http::verb::post) {
-        status = 201;
-        body = "";
+        const std::string sid(Obj(req->body()).at("sessionId").as_string());
+        if (fake->session_execs.count(sid)) {
+          status = 409;
+          body = R"({"message":"session exists"})";
+        } else {
+          fake->session_execs[sid] = 0;
+          status = 201;
+          body = "";
+        }
       } else if (absl::EndsWith(target, "/exec")) {
+        const std::size_t from = std::string_view("/toolbox/sb-1/process/session/").size();
+        ++fake->session_execs[target.substr(from, target.size() - from - 5)];
         status = 202;
         body = R"({"cmdId":"c1"})";
       } else if (absl::EndsWith(target, "/command/c1") && req->method() == http::verb::get) {
@@ -410,6 +515,10 @@ Handler Serve(std::shared_ptr<FakeDaytona> fake) {
       } else if (req->method() == http::verb::delete_) {
         status = 204;
         body = "";
+      }
+      if (fault) {
+        co_await RespondRetryAfter(s, fault->status, fault->retry_after);  // the effect is done; the answer lost
+        continue;
       }
       co_await Respond(s, status, body, true, "application/json");
     }
@@ -577,6 +686,108 @@ TEST_CASE("without toolboxProxyUrl the API's /toolbox-proxy-url is asked, once")
   });
   CHECK(f.Count("GET /api/sandbox/sb-1/toolbox-proxy-url") == 1);
   CHECK(f.Count("GET /api/sandbox/sb-1") == 2);  // the sandbox and its proxy URL
+}
+
+}  // namespace
+
+namespace {
+
+TEST_CASE("an exec whose answer was lost is found in its session, not started again") {
+  Fixture f;
+  f.fake->faults["exec"].push_back({502, true});
+  f.fake->logs.push_back({{S("\x01\x01\x01once\n")}, true});
+  f.fake->exit_code = 0;
+  Run(f.io, [&]() -> asio::awaitable<void> {
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await f.transport->Exec(Cat());
+    REQUIRE(ch.ok());
+    CHECK(co_await ReadAll(**ch) == "once\n");
+  });
+  CHECK(f.Count("POST /toolbox/sb-1/process/session/tether-") == 1);  // one exec
+  REQUIRE(f.fake->session_execs.size() == 1);
+  CHECK(f.fake->session_execs.begin()->second == 1);
+}
+
+TEST_CASE("an exec refused with a 5xx before it ran (its session empty) is sent again, once more") {
+  Fixture f;
+  f.fake->faults["exec"].push_back({503, false});
+  f.fake->logs.push_back({{S("\x01\x01\x01ok\n")}, true});
+  f.fake->exit_code = 0;
+  Run(f.io, [&]() -> asio::awaitable<void> {
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await f.transport->Exec(Cat());
+    REQUIRE(ch.ok());
+    CHECK(co_await ReadAll(**ch) == "ok\n");
+  });
+  CHECK(f.Count("POST /toolbox/sb-1/process/session/tether-") == 2);
+  REQUIRE(f.fake->session_execs.size() == 1);
+  CHECK(f.fake->session_execs.begin()->second == 1);
+}
+
+TEST_CASE("an exec lost when its session cannot be listed is OUTCOME_UNKNOWN: the session is deleted, nothing resent") {
+  Fixture f;
+  f.fake->faults["exec"].push_back({504, true});
+  f.fake->faults["list"].push_back({500, false});  // (a 500 on a GET is not sent again)
+  Run(f.io, [&]() -> asio::awaitable<void> {
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await f.transport->Exec(Cat());
+    REQUIRE(!ch.ok());
+    CHECK(ErrorCodeOf(ch.status()) == ErrorCode::kOutcomeUnknown);
+    CHECK(absl::StrContains(ch.status().message(), "not started again"));
+    co_await Sleep(milliseconds(100));  // the DELETE
+  });
+  CHECK(f.Count("POST /toolbox/sb-1/process/session/tether-") == 1);
+  CHECK(f.Count("DELETE /toolbox/sb-1/process/session/tether-") == 1);
+  CHECK(f.Count("POST /toolbox/sb-1/process/session") == 2);  // the session and the one exec
+}
+
+TEST_CASE("a session whose creation lost its answer is sent again; its 409 means the first one made it") {
+  Fixture f;
+  f.fake->faults["session"].push_back({502, true});
+  f.fake->logs.push_back({{S("\x01\x01\x01x\n")}, true});
+  f.fake->exit_code = 0;
+  Run(f.io, [&]() -> asio::awaitable<void> {
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await f.transport->Exec(Cat());
+    REQUIRE(ch.ok());
+    CHECK(co_await ReadAll(**ch) == "x\n");
+  });
+  CHECK(f.Count("POST /toolbox/sb-1/process/session") == 3);  // the session twice (201 lost, 409), the exec
+  CHECK(f.fake->session_execs.size() == 1);
+}
+
+TEST_CASE("an input whose answer was lost is not sent again: the channel is given up, reads and writes fail") {
+  Fixture f;
+  f.fake->faults["input"].push_back({502, true});
+  f.fake->logs.push_back({{}, true, milliseconds(5000)});
+  Run(f.io, [&]() -> asio::awaitable<void> {
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await f.transport->Exec(Cat());
+    REQUIRE(ch.ok());
+    CHECK((co_await (*ch)->Write("~T1>one|00\n")).ok());  // queued; the POST goes beside
+    char buf[16];
+    absl::StatusOr<std::size_t> n = co_await (*ch)->ReadSome({buf, sizeof buf});  // ended by the loss, not by the log
+    REQUIRE(!n.ok());
+    CHECK(ErrorCodeOf(n.status()) == ErrorCode::kUnavailable);
+    CHECK(absl::StrContains(n.status().message(), "may have taken effect"));
+    absl::Status w = co_await (*ch)->Write("~T1>two|00\n");
+    CHECK(ErrorCodeOf(w) == ErrorCode::kUnavailable);
+    (*ch)->Close();
+  });
+  REQUIRE(f.fake->inputs.size() == 1);  // applied once, never again
+  CHECK(f.fake->inputs[0] == "~T1>one|00\n");
+}
+
+TEST_CASE("an input answered 429 is sent again after its Retry-After, once applied") {
+  Fixture f;
+  f.fake->faults["input"].push_back({429, false, "1"});
+  f.fake->logs.push_back({{}, true, milliseconds(3000)});
+  f.fake->exit_code = 0;
+  Run(f.io, [&]() -> asio::awaitable<void> {
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await f.transport->Exec(Cat());
+    REQUIRE(ch.ok());
+    CHECK((co_await (*ch)->Write("~T1>one|00\n")).ok());
+    CHECK(co_await ReadAll(**ch) == "");
+  });
+  REQUIRE(f.fake->input_times.size() == 2);
+  // A lower bound (the delay the server asked for), not a timing: it holds however loaded the machine is.
+  CHECK(f.fake->input_times[1] - f.fake->input_times[0] >= std::chrono::seconds(1));
+  REQUIRE(f.fake->inputs.size() == 1);
 }
 
 }  // namespace

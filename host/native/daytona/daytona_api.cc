@@ -3,8 +3,11 @@
 #include <boost/json.hpp>
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <ctime>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "tether/output_helpers.h"
 #include "absl/strings/str_replace.h"
@@ -112,6 +115,28 @@ absl::StatusOr<std::optional<int>> ParseCommandAnswer(std::string_view body) {
   return std::optional<int>(static_cast<int>(n));
 }
 
+absl::StatusOr<std::vector<std::string>> ParseSessionCommands(std::string_view body) {
+  constexpr std::string_view kWhat = "the session answer";
+  absl::StatusOr<json::object> o = Object(body, kWhat);
+  if (!o.ok()) return o.status();
+  std::vector<std::string> ids;
+  const json::value* list = o->if_contains("commands");
+  if (list == nullptr || list->is_null()) return ids;
+  if (!list->is_array()) return Protocol(kWhat, "has commands that are not an array");
+  for (const json::value& c : list->get_array()) {
+    if (!c.is_object()) return Protocol(kWhat, "has a command that is not an object");
+    const json::value* id = c.get_object().if_contains("id");
+    if (id == nullptr || !id->is_string()) return Protocol(kWhat, "has a command without a string id");
+    const std::string cid(id->get_string().data(), id->get_string().size());
+    if (cid.empty() || cid.size() > 256 || !std::all_of(cid.begin(), cid.end(), IdChar) ||
+        cid.find_first_not_of('.') == std::string::npos) {
+      return Protocol(kWhat, "has a command id that is not 1-256 characters of [A-Za-z0-9._-] (and not dots only)");
+    }
+    ids.push_back(cid);
+  }
+  return ids;
+}
+
 std::string ToolboxBase(std::string_view proxy_url, std::string_view sandbox_id) {
   std::string base(proxy_url);
   while (!base.empty() && base.back() == '/') base.pop_back();
@@ -216,6 +241,31 @@ absl::Status HttpFailure(const net::Response& r, std::string_view what, std::str
     return absl::UnavailableError(absl::StrCat("daytona: ", st.message()));
   }
   return absl::Status(st.code(), absl::StrCat("daytona: ", st.message()));
+}
+
+absl::Status EffectHttpFailure(const net::Response& r, std::string_view what, std::string_view sandbox_id) {
+  if (r.status < 500 || r.status > 599) return HttpFailure(r, what, sandbox_id);
+  const absl::Status st = net::HttpError(r, what);
+  return OutcomeUnknownError(absl::StrCat("daytona: ", std::string(st.message()),
+                                          ": the call may have taken effect (the answer was lost on the way)"));
+}
+
+std::optional<std::chrono::seconds> RetryAfter(const net::Response& r, std::chrono::system_clock::time_point now) {
+  constexpr std::int64_t kMax = 1 << 30;  // s: far beyond any delay a caller waits
+  const std::string v(r.header("Retry-After"));
+  if (v.empty()) return std::nullopt;
+  std::int64_t n = 0;
+  if (absl::SimpleAtoi(v, &n)) {
+    if (n < 0) return std::nullopt;
+    return std::chrono::seconds(std::min(n, kMax));
+  }
+  std::tm tm{};
+  const char* end = ::strptime(v.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  if (end == nullptr || *end != '\0') return std::nullopt;
+  const auto at = std::chrono::system_clock::from_time_t(::timegm(&tm));
+  if (at <= now) return std::chrono::seconds(0);
+  return std::chrono::seconds(
+      std::min<std::int64_t>(std::chrono::ceil<std::chrono::seconds>(at - now).count(), kMax));
 }
 
 absl::Status Scrub(const absl::Status& st, std::string_view key) {

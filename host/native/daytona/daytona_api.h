@@ -10,6 +10,7 @@
 //   d.Feed(ws_message, &stdout_bytes, &stderr_bytes);
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -49,6 +50,10 @@ absl::StatusOr<std::string> ParseExecAnswer(std::string_view body);
 // GET .../command/{cid}: {"id", "command", "exitCode"?}: the exit code
 // (0..255) once the command exited, nullopt while it runs.
 absl::StatusOr<std::optional<int>> ParseCommandAnswer(std::string_view body);
+// GET /process/session/{sid} (the SDK's getSession): {"sessionId",
+// "commands": [{"id", "command", "exitCode"?}]}: the commands' ids, each
+// checked as ParseExecAnswer checks a cmdId; absent or null commands: none.
+absl::StatusOr<std::vector<std::string>> ParseSessionCommands(std::string_view body);
 
 // The toolbox base: toolboxProxyUrl + "/" + sandbox id (as the SDK builds it).
 std::string ToolboxBase(std::string_view proxy_url, std::string_view sandbox_id);
@@ -94,8 +99,19 @@ class LogDemuxer {
 // other 4xx as net::HttpError; `what` names the call.
 absl::Status HttpFailure(const net::Response& r, std::string_view what, std::string_view sandbox_id);
 
-// 429, 502, 503, 504: the gateway answered, the call did not run; safe to repeat.
+// 429, 502, 503, 504: sent again for a call that is safe to repeat (a GET,
+// a DELETE, an upload to a temporary name, a session with our own id).
 bool RetryableHttpStatus(int status);
+
+// The failure of a call that is not safe to repeat (exec, input): any 5xx
+// is OUTCOME_UNKNOWN (the gateway or the toolbox failed somewhere between
+// taking the call and answering it: it may have taken effect); others as
+// HttpFailure.
+absl::Status EffectHttpFailure(const net::Response& r, std::string_view what, std::string_view sandbox_id);
+
+// A 429's Retry-After (delta-seconds, or an HTTP-date relative to `now`; a
+// date in the past is 0 s); nullopt when absent or unreadable.
+std::optional<std::chrono::seconds> RetryAfter(const net::Response& r, std::chrono::system_clock::time_point now);
 
 // `st` with every occurrence of `key` replaced by <DAYTONA_API_KEY>.
 absl::Status Scrub(const absl::Status& st, std::string_view key);

@@ -17,12 +17,14 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "host/internal/condition.h"
 #include "host/internal/random.h"
 #include "host/native/daytona/daytona_api.h"
 #include "host/net/http.h"
 #include "protocol/sha256.h"
+#include "tether/errors.h"
 #include "tether/shell_setup.h"
 
 namespace tether {
@@ -32,9 +34,11 @@ namespace asio = boost::asio;
 namespace {
 
 constexpr std::string_view kDefaultApiUrl = "https://app.daytona.io/api";  // the SDK's default
-constexpr int kCallAttempts = 5;                          // a call answered 429/502/503/504
-constexpr std::chrono::milliseconds kCallBackoff{100};    // doubled per attempt
+constexpr int kCallAttempts = 5;                          // a call answered 429 (a safe one also 502/503/504)
+constexpr std::chrono::milliseconds kCallBackoff{100};    // doubled per attempt (a 429 without Retry-After)
+constexpr std::chrono::seconds kMaxRetryAfter{30};        // a 429 asking for longer is given up on
 constexpr int kExecAttempts = 3;                          // session + exec whose call failed transiently
+constexpr int kExecChecks = 3;                            // an exec lost, found not to have run, sent again
 constexpr int kMaxReopens = 6;                            // log stream reconnects per channel
 constexpr std::uint64_t kMaxReplayBytes = 8u << 20;       // reconnect only while the replay is this small
 constexpr std::chrono::milliseconds kUploadTimeout{300000};  // one bulk upload
@@ -69,11 +73,27 @@ struct DaytonaApi {
 
   absl::Status Clean(const absl::Status& st) const { return daytona::Scrub(st, key); }
 
-  // One call, sent again on 429/502/503/504 (callers use it only for calls
-  // that are safe to repeat). A 2xx answer is returned; others are errors.
+  // One call that is safe to repeat, sent again on 429 (after its
+  // Retry-After) and 502/503/504. A 2xx answer is returned; others are errors.
   asio::awaitable<absl::StatusOr<net::Response>> Call(std::shared_ptr<net::Client> client, std::string method,
                                                       std::string target, std::string body,
                                                       std::string content_type = "application/json") {
+    co_return co_await Send(std::move(client), std::move(method), std::move(target), std::move(body),
+                            std::move(content_type), /*safe=*/true);
+  }
+
+  // One call that is not safe to repeat (an exec, an input): sent again only
+  // after a 429 (refused before it took effect); a 5xx is OUTCOME_UNKNOWN
+  // (daytona::EffectHttpFailure), never sent again here.
+  asio::awaitable<absl::StatusOr<net::Response>> CallOnce(std::shared_ptr<net::Client> client, std::string method,
+                                                          std::string target, std::string body) {
+    co_return co_await Send(std::move(client), std::move(method), std::move(target), std::move(body),
+                            "application/json", /*safe=*/false);
+  }
+
+  asio::awaitable<absl::StatusOr<net::Response>> Send(std::shared_ptr<net::Client> client, std::string method,
+                                                      std::string target, std::string body,
+                                                      std::string content_type, bool safe) {
     const std::string what = absl::StrCat(method, " ", target.substr(0, target.find('?')));
     std::chrono::milliseconds backoff = kCallBackoff;
     for (int attempt = 1;; ++attempt) {
@@ -87,10 +107,23 @@ struct DaytonaApi {
         co_return Clean(absl::Status(resp.status().code(), absl::StrCat("daytona: ", resp.status().message())));
       }
       if (net::IsSuccess(*resp)) co_return resp;
-      if (!daytona::RetryableHttpStatus(resp->status) || attempt >= kCallAttempts) {
-        co_return Clean(daytona::HttpFailure(*resp, what, sandbox_id));
+      const bool again = safe ? daytona::RetryableHttpStatus(resp->status) : resp->status == 429;
+      if (!again || attempt >= kCallAttempts) {
+        co_return Clean(safe ? daytona::HttpFailure(*resp, what, sandbox_id)
+                             : daytona::EffectHttpFailure(*resp, what, sandbox_id));
       }
-      asio::steady_timer t(co_await asio::this_coro::executor, backoff);
+      std::chrono::milliseconds delay = backoff;
+      if (resp->status == 429) {
+        if (std::optional<std::chrono::seconds> after = daytona::RetryAfter(*resp, std::chrono::system_clock::now())) {
+          if (*after > kMaxRetryAfter) {
+            co_return Clean(absl::UnavailableError(absl::StrCat("daytona: ", what, " answered 429 with Retry-After ",
+                                                                std::string(resp->header("Retry-After")), ", above the ",
+                                                                kMaxRetryAfter.count(), " s tether waits")));
+          }
+          delay = std::chrono::duration_cast<std::chrono::milliseconds>(*after);
+        }
+      }
+      asio::steady_timer t(co_await asio::this_coro::executor, delay);
       co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
       backoff *= 2;
     }
@@ -125,16 +158,29 @@ struct ChannelState {
   std::string pending;
   bool sending = false;
   absl::Status write_error;
+  // Set when the channel is given up while open (an input that may have
+  // been applied): reads and writes fail with it from then on.
+  absl::Status broken;
   std::uint64_t input_posts = 0;
 
-  // Runs `op` until it completes or the channel is closed.
+  // Runs `op` until it completes, the channel is closed or it breaks.
   template <typename T>
   asio::awaitable<absl::StatusOr<T>> Guard(asio::awaitable<absl::StatusOr<T>> op) {
     using namespace asio::experimental::awaitable_operators;
     if (closed) co_return absl::CancelledError("daytona: the channel was closed");
+    if (!broken.ok()) co_return broken;
     std::variant<absl::StatusOr<T>, bool> r = co_await (std::move(op) || closed_cond.Wait());
-    if (r.index() == 0 && !closed) co_return std::get<0>(std::move(r));
+    if (r.index() == 0 && !closed && broken.ok()) co_return std::get<0>(std::move(r));
+    if (!closed && !broken.ok()) co_return broken;
     co_return absl::CancelledError("daytona: the channel was closed");
+  }
+
+  // Gives the channel up: `why` for every read and write from now on.
+  void Break(absl::Status why) {
+    broken = why;
+    write_error = why;
+    closed_cond.NotifyAll();  // (wakes a read under way; closed stays false)
+    changed.NotifyAll();
   }
 };
 
@@ -161,8 +207,18 @@ asio::awaitable<void> SendInput(std::shared_ptr<ChannelState> s) {
     s->pending.erase(0, end);
     ++s->input_posts;
     absl::StatusOr<net::Response> r = co_await s->Guard(
-        s->api->Call(s->api->toolbox, "POST", absl::StrCat(s->api->CommandPath(s->sid, s->cid), "/input"), *body));
+        s->api->CallOnce(s->api->toolbox, "POST", absl::StrCat(s->api->CommandPath(s->sid, s->cid), "/input"), *body));
     if (!r.ok()) {
+      if (ErrorCodeOf(r.status()) == ErrorCode::kOutcomeUnknown) {
+        // The input may have reached the command: sent again it could be
+        // applied twice, and the toolbox has no input offset to ask about.
+        // This channel is given up (UNAVAILABLE: a reattach through a new
+        // bridge sends again, by the tunnel's own offsets, what the
+        // supervisor did not get).
+        s->Break(absl::UnavailableError(absl::StrCat(
+            r.status().message(), "; the input is not sent again on this command: the channel is given up")));
+        break;
+      }
       if (r.status().code() == absl::StatusCode::kInvalidArgument ||
           r.status().code() == absl::StatusCode::kFailedPrecondition) {
         s->write_error = absl::UnavailableError(
@@ -255,6 +311,7 @@ asio::awaitable<absl::StatusOr<std::size_t>> ReadLog(std::shared_ptr<SharedChann
   ReadState& r = c->r;
   for (;;) {
     if (s.closed) co_return absl::UnavailableError("daytona: the channel was closed");
+    if (!s.broken.ok()) co_return s.broken;
     if (r.out_head < r.out.size()) {
       const std::size_t n = std::min(buf.size(), r.out.size() - r.out_head);
       std::memcpy(buf.data(), r.out.data() + r.out_head, n);
@@ -273,6 +330,7 @@ asio::awaitable<absl::StatusOr<std::size_t>> ReadLog(std::shared_ptr<SharedChann
     }
     absl::StatusOr<net::WebSocketMessage> m = co_await s.Guard(r.ws->Read());
     if (s.closed) co_return absl::UnavailableError("daytona: the channel was closed");
+    if (!s.broken.ok()) co_return s.broken;
     if (!m.ok()) {
       if (Cancelled(m.status())) co_return m.status();  // nothing consumed
       // The stream ended: closed normally once the command is over, else cut.
@@ -407,20 +465,23 @@ class DaytonaTransport final : public Transport {
     absl::Status last;
     for (int attempt = 1; attempt <= kExecAttempts; ++attempt) {
       const std::string sid = absl::StrCat("tether-", absl::BytesToHexString(internal::RandomBytes(8)));
-      absl::StatusOr<net::Response> made =
-          co_await api_->Call(api_->toolbox, "POST", "/process/session", daytona::SessionRequestJson(sid));
+      absl::Status made = co_await MakeSession(sid);
       if (!made.ok()) {
-        last = made.status();
+        last = made;
+        if (ErrorCodeOf(made) == ErrorCode::kOutcomeUnknown) {
+          asio::co_spawn(ex_, DeleteSession(api_, sid), asio::detached);  // (nothing ran in it)
+          continue;
+        }
         if (last.code() == absl::StatusCode::kUnavailable) continue;
         co_return last;
       }
-      absl::StatusOr<net::Response> ex =
-          co_await api_->Call(api_->toolbox, "POST", absl::StrCat(api_->SessionPath(sid), "/exec"), *exec_body);
-      absl::StatusOr<std::string> cid = ex.ok() ? daytona::ParseExecAnswer(ex->body) : ex.status();
+      absl::StatusOr<std::string> cid = co_await StartCommand(sid, *exec_body);
       if (!cid.ok()) {
         asio::co_spawn(ex_, DeleteSession(api_, sid), asio::detached);
         last = api_->Clean(cid.status());
-        if (last.code() == absl::StatusCode::kUnavailable) continue;
+        // (OUTCOME_UNKNOWN: the command may have started: deleting the
+        // session kills it, and it is not started again.)
+        if (last.code() == absl::StatusCode::kUnavailable && ErrorCodeOf(last) == ErrorCode::kUnavailable) continue;
         co_return last;
       }
       absl::StatusOr<std::unique_ptr<net::WebSocket>> ws = co_await api_->toolbox->OpenWebSocket(
@@ -446,6 +507,52 @@ class DaytonaTransport final : public Transport {
   }
 
  private:
+  // POST /process/session with our own random id. Its answer lost (5xx), it
+  // is sent again: the id is ours, so a 409 (the id exists) then means the
+  // lost attempt made it. OUTCOME_UNKNOWN when every answer was lost.
+  asio::awaitable<absl::Status> MakeSession(const std::string& sid) {
+    bool maybe_made = false;
+    for (int attempt = 1;; ++attempt) {
+      absl::StatusOr<net::Response> made =
+          co_await api_->CallOnce(api_->toolbox, "POST", "/process/session", daytona::SessionRequestJson(sid));
+      if (made.ok()) co_return absl::OkStatus();
+      if (maybe_made && absl::StrContains(made.status().message(), "HTTP 409")) co_return absl::OkStatus();
+      if (ErrorCodeOf(made.status()) != ErrorCode::kOutcomeUnknown || attempt >= kCallAttempts) {
+        co_return made.status();
+      }
+      maybe_made = true;
+      asio::steady_timer t(co_await asio::this_coro::executor, kCallBackoff * (1 << (attempt - 1)));
+      co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+  }
+
+  // POST .../exec into our fresh session; the command's id. Its answer lost
+  // (5xx), the session's command list (the SDK's getSession) tells whether
+  // it started: one command is ours, none means it did not start (sent
+  // again, at most kExecChecks times). OUTCOME_UNKNOWN when the list cannot
+  // be read (the caller deletes the session, which ends what may run).
+  asio::awaitable<absl::StatusOr<std::string>> StartCommand(const std::string& sid, const std::string& exec_body) {
+    for (int check = 1;; ++check) {
+      absl::StatusOr<net::Response> ex =
+          co_await api_->CallOnce(api_->toolbox, "POST", absl::StrCat(api_->SessionPath(sid), "/exec"), exec_body);
+      if (ex.ok()) co_return daytona::ParseExecAnswer(ex->body);
+      if (ErrorCodeOf(ex.status()) != ErrorCode::kOutcomeUnknown) co_return ex.status();
+      absl::StatusOr<net::Response> listed = co_await api_->Call(api_->toolbox, "GET", api_->SessionPath(sid), "");
+      absl::StatusOr<std::vector<std::string>> ids =
+          listed.ok() ? daytona::ParseSessionCommands(listed->body) : listed.status();
+      if (!ids.ok()) {
+        co_return OutcomeUnknownError(absl::StrCat(ex.status().message(), "; whether it started cannot be told (",
+                                                   ids.status().message(), "): it is not started again"));
+      }
+      if (ids->size() == 1) co_return ids->front();
+      if (!ids->empty()) {
+        co_return OutcomeUnknownError(absl::StrCat(ex.status().message(), "; its session holds ", ids->size(),
+                                                   " commands, not one: it is not started again"));
+      }
+      if (check >= kExecChecks) co_return ex.status();
+    }
+  }
+
   // Finds the toolbox as the SDK does: the sandbox's toolboxProxyUrl, else
   // the API's /toolbox-proxy-url answer.
   asio::awaitable<absl::Status> EnsureToolbox() {

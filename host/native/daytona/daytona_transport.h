@@ -53,8 +53,24 @@
 //     log), so the bytes already read are skipped by count; a stream cut
 //     after more than kMaxReplayBytes, or cut too often, fails the channel
 //     instead (the tunnel reattaches through a new bridge, losing nothing).
-//   - 429/502/503/504 mean the call did not run (retried); other errors are
-//     as net::HttpError maps them: 401/403 a refused key, 404 not found.
+//   - A 429 means the call was refused before it ran: sent again after its
+//     Retry-After (at most 30 s; else the backoff), up to 5 times. A 5xx
+//     may come after the call took effect (a gateway that timed out on it,
+//     an answer lost): calls that are safe to repeat (GETs, DELETE, the
+//     upload to a temporary name) are sent again on 502/503/504; those
+//     that are not are never resent blindly: the session (our own random
+//     id) is sent again and a 409 then means the lost attempt made it; an
+//     exec is looked for in its session's command list (the SDK's
+//     getSession: the session is ours, so a command in it is the one we
+//     sent) and sent again only when the list is empty, else
+//     OUTCOME_UNKNOWN with the session deleted; an input, which has no
+//     offset or request id, is not sent again: the channel is given up
+//     (UNAVAILABLE) and the tunnel reattaches through a new bridge,
+//     resending by its own offsets what the supervisor did not get.
+//     Assumed: the toolbox lists a command before it answers its exec (a
+//     gateway's 504 while the toolbox still works on it would escape the
+//     check). Other errors are as net::HttpError maps them: 401/403 a
+//     refused key, 404 not found, 409 an existing session.
 //   - Input may still be echoed (a daemon that ignores suppressInputEcho):
 //     the armor's direction markers keep echoed lines from being read as
 //     the supervisor's frames.

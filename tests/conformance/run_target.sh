@@ -27,7 +27,9 @@
 #             over TLS: one-shot commands, so the exchange tunnel
 #   boat-faults  the same with the emulator answering 5xx (5%) and answering
 #             1-3 s late (2%: flow.slow_reader alone makes ~150 polls, and
-#             every case has 90 s), at random (seeded)
+#             every case has 90 s), at random (seeded); also 5xx after the
+#             call took effect (3%, the answer lost) and 429 with Retry-After
+#             (2%); a command the emulator saw run twice fails the run
 #   runloop   the runloop provider against the Runloop emulator
 #             (tests/emulators/runloop.mjs) over TLS: the text tunnel over
 #             execute_async + SSE, streams ending with 408 every 2 s
@@ -39,7 +41,10 @@
 #   daytona   the daytona provider against the Daytona emulator
 #             (tests/emulators/daytona.mjs) over TLS: text only, so the text tunnel
 #   daytona-faults  the same with the emulator cutting log streams mid-line,
-#             answering 5xx, stalling 1-3 s and echoing input (seeded)
+#             answering 5xx, stalling 1-3 s and echoing input (seeded); also
+#             5xx after the call took effect (the answer lost) and 429 with
+#             Retry-After; a command started twice or input applied twice
+#             (as the emulator sees them) fails the run
 #   modal     the modal provider against the Modal emulator
 #             (tests/emulators/modal.mjs) over gRPC with TLS: the binary tunnel
 #             over the task command router
@@ -204,7 +209,7 @@ case $target in
     # shellcheck source=../lib/boat_emulator.sh
     source "$(dirname "${BASH_SOURCE[0]}")/../lib/boat_emulator.sh"
     args=(--tls)
-    spec=seed=1,http5xx=0.05,slow=0.02
+    spec=seed=1,http5xx=0.05,slow=0.02,lost5xx=0.03,http429=0.02
     [[ $target == boat ]] || args+=(--faults "$spec")
     rc=0
     start_boat_emulator "$work/boat" "${args[@]}" || rc=$?
@@ -217,6 +222,11 @@ case $target in
     [[ $status -eq 0 ]] || tail -c 3000 "$work/boat/emulator.log" "$work/boat/requests.log" >&2
     echo "boat emulator: $(grep -c ' -> ' "$work/boat/requests.log" || true) requests"
     if [[ $target == boat-faults ]]; then faults_fired boat "$work/boat/requests.log" "$spec" || status=1; fi
+    # The emulator's own check: a command run twice, a resend before Retry-After.
+    if grep ' VIOLATION ' "$work/boat/requests.log" >&2; then
+      echo "FAIL: boat emulator: the calls above broke a rule (VIOLATION lines)" >&2
+      status=1
+    fi
     # SIGTERM: the emulator kills the process groups it started.
     kill -TERM "$boat_pid" 2>/dev/null || true
     wait "$boat_pid" 2>/dev/null || true
@@ -277,7 +287,7 @@ case $target in
     # shellcheck source=../lib/daytona_emulator.sh
     source "$(dirname "${BASH_SOURCE[0]}")/../lib/daytona_emulator.sh"
     args=(--tls)
-    spec=seed=1,cut=0.01,http5xx=0.03,slow=0.01
+    spec=seed=1,cut=0.01,http5xx=0.03,slow=0.01,lost5xx=0.02,http429=0.01
     [[ $target == daytona ]] || args+=(--force-echo --faults "$spec")
     rc=0
     start_daytona_emulator "$work/daytona" "${args[@]}" || rc=$?
@@ -290,6 +300,12 @@ case $target in
     [[ $status -eq 0 ]] || tail -c 3000 "$work/daytona/emulator.log" "$work/daytona/requests.log" >&2
     echo "daytona emulator: $(grep -c ' -> ' "$work/daytona/requests.log" || true) requests"
     if [[ $target == daytona-faults ]]; then faults_fired daytona "$work/daytona/requests.log" "$spec" || status=1; fi
+    # The emulator's own check: a command started twice, input applied twice,
+    # a resend before Retry-After.
+    if grep ' VIOLATION ' "$work/daytona/requests.log" >&2; then
+      echo "FAIL: daytona emulator: the calls above broke a rule (VIOLATION lines)" >&2
+      status=1
+    fi
     kill -TERM "$daytona_pid" 2>/dev/null || true
     wait "$daytona_pid" 2>/dev/null || true
     exit $status

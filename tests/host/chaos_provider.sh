@@ -4,6 +4,10 @@
 # with its own faults on (streams cut mid-line, 5xx answers, stalls) and the
 # chaos channel's faults on top, every seed through the tunnel the provider's
 # channel gets. Exit 77 (skipped) where the emulator cannot run.
+# It fails when chaos_test fails (a broken promise, a duplicate, or fewer
+# exact runs than the provider's floor, min_exact below, in % of the runs),
+# or when a kind of fault the emulator was given never fired: then the
+# target would be a plain run that passes.
 set -euo pipefail
 chaos=$1 provider=$2 seeds=$3
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -17,22 +21,75 @@ cleanup() {
 trap cleanup EXIT
 # shellcheck source=/dev/null
 source "$here/../lib/${provider}_emulator.sh"
+# Per provider: its faults, the kinds that must fire (each > 0), and two
+# floors in % of the runs: exact runs (chaos_test --min-exact-percent) and
+# exact after one or more reconnects (--min-recovered-percent, which a
+# reconnect that always gives up drops to 0). The rates are set so that each
+# kind fires several times in 24 seeds (at 0.01, cut never fired on runloop
+# or modal, and at 0.005 slow fired once). The floors: measured 3 times on 2
+# busy cores (December 2026, 24 seeds, with these rates), the lowest of each,
+# minus about 4 runs (17 %) for exact and half for recovered (1 run is 4 %):
+#   daytona  exact 13,13,13   recovered 9,9,8
+#   runloop  exact 15,14,14   recovered 5,5,6
+#   boat     exact 15,16,15   recovered 0: its exchange tunnel never reconnects
+#            (one command per exchange), so it has no recovered floor
+#   modal    exact 15,15,15   recovered 5,3,4
+# (Daytona and boat runs also failed 1-2 seeds then, from the lost5xx fault:
+# a start answered 409 or a lost upload; those count against exact too.)
 rc=0
 case $provider in
-  daytona) start_daytona_emulator "$work" --faults seed=2,cut=0.01,http5xx=0.02,slow=0.005 || rc=$?; pid=${daytona_pid:-} ;;
-  runloop) start_runloop_emulator "$work" --sse-ms 2000 --faults seed=2,cut=0.01,http5xx=0.02,slow=0.005,stall=0.003 \
-             || rc=$?; pid=${runloop_pid:-} ;;
-  modal) start_modal_emulator "$work" --faults seed=2,cut=0.01,unavailable=0.02,slow=0.005,expire || rc=$?
-         pid=${modal_pid:-} ;;
-  boat) start_boat_emulator "$work" --faults seed=2,http5xx=0.02,slow=0.005 || rc=$?; pid=${boat_pid:-} ;;
+  daytona) start_daytona_emulator "$work" --faults seed=2,cut=0.1,http5xx=0.02,slow=0.02,lost5xx=0.02,http429=0.01 \
+             || rc=$?; pid=${daytona_pid:-}
+           kinds=(cut http5xx slow lost5xx http429) min_exact=35 min_recovered=15 ;;
+  runloop) start_runloop_emulator "$work" --sse-ms 2000 --faults seed=2,cut=0.25,http5xx=0.04,slow=0.04,stall=0.04 \
+             || rc=$?; pid=${runloop_pid:-}
+           kinds=(cut http5xx slow stall) min_exact=40 min_recovered=8 ;;
+  modal) start_modal_emulator "$work" --faults seed=2,cut=0.2,unavailable=0.06,slow=0.04,expire || rc=$?
+         pid=${modal_pid:-}
+         kinds=(cut unavailable slow expire) min_exact=45 min_recovered=4 ;;
+  boat) start_boat_emulator "$work" --faults seed=2,http5xx=0.06,slow=0.04,lost5xx=0.02,http429=0.01 || rc=$?
+        pid=${boat_pid:-}
+        kinds=(http5xx slow lost5xx http429) min_exact=45 min_recovered=0 ;;
   *) echo "chaos_provider.sh: no emulator for '$provider'" >&2; exit 2 ;;
 esac
 [[ $rc -ne 77 ]] || { echo "cannot run the $provider emulator here: skipped"; exit 77; }
 [[ $rc -eq 0 ]] || exit 1
 mapfile -t flags < <("${provider}_flags")
 status=0
-"$chaos" "${flags[@]}" --seeds "$seeds" --parallel 4 || status=$?
-echo "$provider emulator: $(grep -c ' -> \|^[^ ]* Task\|^[^ ]* Sandbox' "$work/requests.log" 2>/dev/null || true) requests," \
-  "$(grep -c 'FAULT' "$work/requests.log" 2>/dev/null || true) of its own faults injected"
+"$chaos" "${flags[@]}" --seeds "$seeds" --parallel 4 --min-exact-percent "$min_exact" \
+  --min-recovered-percent "$min_recovered" || status=$?
+# Stopped first: the modal emulator logs its fault counts as it shuts down.
+kill -TERM "$pid" 2>/dev/null || true
+wait "$pid" 2>/dev/null || true
+pid=
+log=$work/requests.log
+# How often the emulator injected fault KIND.
+fault_count() {
+  local kind=$1 n
+  case $provider:$kind in
+    modal:expire) n=$(grep -c 'router JWT expired' "$log" || true) ;;
+    # (modal.mjs logs no line per slow call: its count is in the shutdown line.)
+    modal:*) n=$(grep -o "\"$kind\":[0-9]*" "$log" | tail -n 1 | cut -d: -f2 || true) ;;
+    *) n=$(grep -c "FAULT $kind" "$log" || true) ;;
+  esac
+  echo "${n:-0}"
+}
+counts=()
+for kind in "${kinds[@]}"; do
+  n=$(fault_count "$kind")
+  counts+=("$kind $n")
+  if ((n == 0)); then
+    echo "FAILED: the $provider emulator's '$kind' fault never fired: this run tested nothing of it" >&2
+    status=1
+  fi
+done
+# The emulator's own check (boat, daytona): a command started twice, input
+# applied twice, a resend before Retry-After.
+if grep ' VIOLATION ' "$log" >&2; then
+  echo "FAILED: the $provider emulator saw the calls above break a rule (VIOLATION lines)" >&2
+  status=1
+fi
+echo "$provider emulator: $(grep -c ' -> \|^[^ ]* Task\|^[^ ]* Sandbox' "$log" 2>/dev/null || true) requests;" \
+  "its own faults injected: $(IFS=,; echo "${counts[*]}" | sed 's/,/, /g')"
 ((status == 0)) || tail -c 2000 "$work/emulator.log" >&2
 exit "$status"

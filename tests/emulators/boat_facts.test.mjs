@@ -11,7 +11,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { sleep, startEmulator } from './lib/harness.mjs';
+import { startEmulator, waitFor } from './lib/harness.mjs';
 
 // One request; resolves {status, json}. `abortAfterMs` drops the connection.
 function call(info, method, target, body, { key = info.api_key, abortAfterMs } = {}) {
@@ -92,7 +92,10 @@ test('boat emulator', async (t) => {
       const marker = path.join(emu.dir, 'survived');
       const r = await run(emu, `sleep 1; echo yes > '${marker}'`, 10, { abortAfterMs: 200 });
       assert.equal(r.status, 0);
-      await sleep(2000);
+      // Waited for, not slept on (30 s: only how long a killed command is
+      // waited for); the command then did all of its work.
+      await waitFor(() => fs.existsSync(marker) && fs.readFileSync(marker, 'utf8') === 'yes\n',
+        { timeoutMs: 30_000, what: 'the command the caller left to finish' });
       assert.equal(fs.readFileSync(marker, 'utf8'), 'yes\n');
     });
     await t.test('PUT files writes base64 content, parents created; bad base64 is 400', async () => {

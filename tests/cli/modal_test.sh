@@ -45,8 +45,12 @@ out_path, flags = sys.argv[1], sys.argv[2:]
 tether = os.environ["TETHER_BIN"]
 pid, fd = pty.fork()
 if pid == 0:
+    # The child waits for its size to change (polling, at most 30 s) instead
+    # of the test sleeping between the SIGWINCH and the second `stty size`.
     os.execv(tether, [tether, "run", *flags, "--pty", "--", "sh", "-c",
-                      "stty size; echo ready; read x; stty size; echo bye"])
+                      "stty size; echo ready; i=0; "
+                      "while [ \"$(stty size)\" = '24 80' ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; "
+                      "stty size; echo bye"])
 fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
 buf = b""
 def pump(until, secs):
@@ -65,9 +69,7 @@ def pump(until, secs):
 pump(b"ready", 60)
 fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
 os.kill(pid, signal.SIGWINCH)
-time.sleep(1.0)
-os.write(fd, b"go\r")
-pump(b"bye", 30)
+pump(b"bye", 60)
 try:
     os.kill(pid, signal.SIGKILL)
 except ProcessLookupError:

@@ -773,6 +773,25 @@ TEST_CASE("an input whose answer was lost is not sent again: the channel is give
   CHECK(f.fake->inputs[0] == "~T1>one|00\n");
 }
 
+TEST_CASE("an input refused on every try (429 without Retry-After, 5 times) gives the channel up too") {
+  Fixture f;
+  for (int i = 0; i < 5; ++i) f.fake->faults["input"].push_back({429, false});
+  f.fake->logs.push_back({{}, true, milliseconds(10000)});
+  Run(f.io, [&]() -> asio::awaitable<void> {
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await f.transport->Exec(Cat());
+    REQUIRE(ch.ok());
+    CHECK((co_await (*ch)->Write("~T1>one|00\n")).ok());
+    char buf[16];
+    absl::StatusOr<std::size_t> n = co_await (*ch)->ReadSome({buf, sizeof buf});  // not waiting for the log's 10 s
+    REQUIRE(!n.ok());
+    CHECK(ErrorCodeOf(n.status()) == ErrorCode::kUnavailable);
+    CHECK(absl::StrContains(n.status().message(), "given up"));
+    (*ch)->Close();
+  });
+  CHECK(f.fake->input_times.size() == 5);
+  CHECK(f.fake->inputs.empty());
+}
+
 TEST_CASE("an input answered 429 is sent again after its Retry-After, once applied") {
   Fixture f;
   f.fake->faults["input"].push_back({429, false, "1"});

@@ -209,12 +209,15 @@ asio::awaitable<void> SendInput(std::shared_ptr<ChannelState> s) {
     absl::StatusOr<net::Response> r = co_await s->Guard(
         s->api->CallOnce(s->api->toolbox, "POST", absl::StrCat(s->api->CommandPath(s->sid, s->cid), "/input"), *body));
     if (!r.ok()) {
-      if (ErrorCodeOf(r.status()) == ErrorCode::kOutcomeUnknown) {
-        // The input may have reached the command: sent again it could be
-        // applied twice, and the toolbox has no input offset to ask about.
-        // This channel is given up (UNAVAILABLE: a reattach through a new
-        // bridge sends again, by the tunnel's own offsets, what the
-        // supervisor did not get).
+      const ErrorCode code = ErrorCodeOf(r.status());
+      if (code == ErrorCode::kOutcomeUnknown || (code == ErrorCode::kUnavailable && !s->closed)) {
+        // The input may have reached the command (a lost answer, a
+        // connection that failed after the request went), or the toolbox
+        // keeps refusing it: sent again it could be applied twice, and the
+        // toolbox has no input offset to ask about. A channel whose input
+        // is stuck is no use either: it is given up (UNAVAILABLE: a
+        // reattach through a new bridge sends again, by the tunnel's own
+        // offsets, what the supervisor did not get).
         s->Break(absl::UnavailableError(absl::StrCat(
             r.status().message(), "; the input is not sent again on this command: the channel is given up")));
         break;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end checks of `tether run --provider kubernetes` against the API
 # server emulator (tests/emulators/kubernetes.mjs) over TLS: exact bytes,
-# the exit status, and clear errors for a missing pod and a refused token
-# (which never shows the token).
+# the exit status, and clear errors for a missing pod, a refused token
+# (which never shows the token) and an exec that RBAC forbids (403).
 #
 #   tests/cli/kubernetes_test.sh path/to/tether
 #
@@ -72,6 +72,23 @@ if [[ $STATUS -ne 0 ]] && grep -q "pod 'no-such-pod' not found in namespace '$em
   show nopod
 else
   fail "a missing pod is a clear error naming the pod and namespace" "status $STATUS" "stderr: $(stderr_of nopod)"
+fi
+
+# An exec that RBAC forbids (403): a clear permission error, asked once (a
+# refusal is not retried).
+if [[ -n ${emu_forbidden_pod:-} ]]; then
+  run forbidden run "${K8S[@]}" --pod "$emu_forbidden_pod" -- /bin/true
+  asked=$(grep -c "exec /api/v1/namespaces/$emu_namespace/pods/$emu_forbidden_pod/exec -> 403" "$WORK/k8s/requests.log" || true)
+  if [[ $STATUS -ne 0 ]] && grep -q "may not exec in" "$WORK/forbidden.err" &&
+     grep -q "forbidden" "$WORK/forbidden.err" && [[ $asked -eq 1 ]]; then
+    pass "an exec that RBAC forbids (403) is a clear permission error, not retried"
+    show forbidden
+  else
+    fail "an exec that RBAC forbids (403) is a clear permission error, not retried" "status $STATUS, asked $asked times" \
+      "stderr: $(stderr_of forbidden)"
+  fi
+else
+  fail "an exec that RBAC forbids (403) is a clear permission error, not retried" "the emulator names no forbidden pod"
 fi
 
 bad_token=tether-bad-token-$RANDOM$RANDOM

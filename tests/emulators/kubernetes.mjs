@@ -19,7 +19,7 @@
 //     {"url":"https://127.0.0.1:P" (http:// without --tls),
 //      "ca":"DIR/ca.pem" (null without --tls), "kubeconfig":"DIR/kubeconfig",
 //      "namespace":"default","pod":"pod-test","container":"main",
-//      "token":"<bearer token, random per run>"}
+//      "token":"<bearer token, random per run>","forbidden_pod":"pod-restricted"}
 //   DIR/kubeconfig has one cluster (certificate-authority-data, or
 //   insecure-skip-tls-verify without --tls), one user with the bearer token,
 //   one context "emulator" and current-context. The emulator runs until
@@ -27,6 +27,10 @@
 //   process groups it started and exits 0. Exit code 2: bad command line.
 //
 // Endpoints (all need Authorization: Bearer <token>, else 401 Status):
+//   The token may get both pods but exec only into pod-test: an exec into
+//   pod-restricted (forbidden_pod in the ready line) is 403 with the RBAC
+//   Status {reason:"Forbidden", code:403, message:'pods "pod-restricted" is
+//   forbidden: User ... cannot create resource "pods/exec" ...'}.
 //   GET /version, /api, /apis, /api/v1              (minimal discovery)
 //   GET /api/v1/namespaces/{ns}/pods                (PodList)
 //   GET /api/v1/namespaces/{ns}/pods/{pod}          (Pod JSON; 404 Status otherwise)
@@ -76,6 +80,10 @@ import { announceAndWait, parseArgs, RequestLog, sleep } from './lib/server.mjs'
 const USAGE = 'node kubernetes.mjs --dir DIR [--tls] [--faults SPEC]';
 const NAMESPACE = 'default';
 const POD = 'pod-test';
+// A second pod that the token may read but not exec into (an RBAC Role
+// without create on pods/exec for it): exec is 403 Forbidden.
+const FORBIDDEN_POD = 'pod-restricted';
+const SERVICE_ACCOUNT = 'system:serviceaccount:default:tether';
 const CONTAINER = 'main';
 const kMaxFrameData = 32 << 10;   // output is copied in 32 KiB chunks
 const kMaxInboundFrame = 16 << 20; // largest client frame accepted
@@ -99,6 +107,7 @@ const log = new RequestLog(args.dir);
 const sandbox = new Sandbox(path.join(args.dir, POD), { hostname: POD });
 const startedAt = new Date();
 const podUid = randomUUID();
+const forbiddenPodUid = randomUUID();
 
 // ---- API objects ---------------------------------------------------------------
 
@@ -109,13 +118,13 @@ function status(code, reason, message, details) {
   return s;
 }
 
-function podObject() {
+function podObject(name = POD) {
   const ts = startedAt.toISOString().replace(/\.\d+Z$/, 'Z');
   return {
     kind: 'Pod',
     apiVersion: 'v1',
     metadata: {
-      name: POD, namespace: NAMESPACE, uid: podUid, resourceVersion: '1',
+      name, namespace: NAMESPACE, uid: name === POD ? podUid : forbiddenPodUid, resourceVersion: '1',
       creationTimestamp: ts, labels: { app: 'tether-emulator' },
     },
     spec: {
@@ -160,7 +169,7 @@ function authorized(headers) {
 
 // Resolves the pod of a path, or returns the Status to answer.
 function findPod(ns, pod) {
-  if (ns !== NAMESPACE || pod !== POD) {
+  if (ns !== NAMESPACE || (pod !== POD && pod !== FORBIDDEN_POD)) {
     return status(404, 'NotFound', `pods "${pod}" not found`, { name: pod, kind: 'pods' });
   }
   return null;
@@ -206,14 +215,14 @@ async function handleRest(req, res) {
   }
   let m = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/?$/.exec(p);
   if (m) {
-    const items = decodeURIComponent(m[1]) === NAMESPACE ? [podObject()] : [];
+    const items = decodeURIComponent(m[1]) === NAMESPACE ? [podObject(), podObject(FORBIDDEN_POD)] : [];
     for (const i of items) { delete i.kind; delete i.apiVersion; }
     return sendJson(res, 200, { kind: 'PodList', apiVersion: 'v1', metadata: { resourceVersion: '1' }, items });
   }
   m = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)$/.exec(p);
   if (m) {
     const err = findPod(decodeURIComponent(m[1]), decodeURIComponent(m[2]));
-    return err ? sendJson(res, err.code, err) : sendJson(res, 200, podObject());
+    return err ? sendJson(res, err.code, err) : sendJson(res, 200, podObject(decodeURIComponent(m[2])));
   }
   m = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/exec$/.exec(p);
   if (m) return sendJson(res, 400, status(400, 'BadRequest', 'Upgrade request required'));
@@ -278,6 +287,13 @@ async function handleUpgrade(req, socket, head) {
   if (podErr) {
     log.line(label, '-> 404');
     return rejectUpgrade(socket, 404, podErr);
+  }
+  if (decodeURIComponent(m[2]) === FORBIDDEN_POD) {
+    // RBAC runs before the pod is looked at: the authorizer's Status.
+    log.line(label, '-> 403');
+    return rejectUpgrade(socket, 403, status(403, 'Forbidden',
+      `pods "${FORBIDDEN_POD}" is forbidden: User "${SERVICE_ACCOUNT}" cannot create resource "pods/exec" in API group "" in the namespace "${NAMESPACE}"`,
+      { name: FORBIDDEN_POD, kind: 'pods' }));
   }
   const q = url.searchParams;
   const bad = (msg) => {
@@ -504,7 +520,7 @@ server.listen(0, '127.0.0.1', () => {
   ].join('\n'), { mode: 0o600 });
   log.line('listening', url, `faults=${faults.describe()}`);
   announceAndWait(args.dir, {
-    url, ca, kubeconfig, namespace: NAMESPACE, pod: POD, container: CONTAINER, token,
+    url, ca, kubeconfig, namespace: NAMESPACE, pod: POD, container: CONTAINER, token, forbidden_pod: FORBIDDEN_POD,
   }, (why) => {
     log.line('shutdown', why);
     sandbox.killAll();

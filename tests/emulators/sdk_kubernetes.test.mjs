@@ -120,7 +120,7 @@ test('SDK over TLS: kubeconfig file with certificate-authority-data, and caData 
   try {
     const { info } = emu;
     assert.match(info.url, /^https:\/\/127\.0\.0\.1:\d+$/);
-    assert.deepEqual(Object.keys(info).sort(), ['ca', 'container', 'kubeconfig', 'namespace', 'pod', 'token', 'url']);
+    assert.deepEqual(Object.keys(info).sort(), ['ca', 'container', 'forbidden_pod', 'kubeconfig', 'namespace', 'pod', 'token', 'url']);
     const kc = new k8s.KubeConfig();
     kc.loadFromFile(info.kubeconfig);
     assert.equal(kc.getCurrentCluster().server, info.url);
@@ -275,6 +275,31 @@ test('backpressure: an unread exec blocks the process; memory bounded; every byt
     assert.ok(patternOk(out, total), `every byte, in order: got ${out.length} of ${total}`);
     assert.deepEqual(JSON.parse(r.frames.at(-1).subarray(1)), { metadata: {}, status: 'Success' });
     assert.match(emu.log(), /backpressure_pauses=[1-9]/);
+  } finally {
+    await emu.stop();
+  }
+});
+
+test('RBAC: the forbidden pod can be read but an exec into it is 403 Forbidden, for the SDK too', async () => {
+  const emu = await startEmulator('kubernetes');
+  try {
+    const { info } = emu;
+    assert.equal(info.forbidden_pod, 'pod-restricted');
+    const kc = new k8s.KubeConfig();
+    kc.loadFromFile(info.kubeconfig);
+    const pod = await kc.makeApiClient(k8s.CoreV1Api).readNamespacedPod({ name: info.forbidden_pod, namespace: info.namespace });
+    assert.equal(pod.metadata.name, info.forbidden_pod);
+    const r = await rawExec({ ...info, pod: info.forbidden_pod });
+    assert.equal(r.httpStatus, 403);
+    const st = JSON.parse(r.body);
+    assert.equal(st.kind, 'Status');
+    assert.equal(st.status, 'Failure');
+    assert.equal(st.reason, 'Forbidden');
+    assert.equal(st.code, 403);
+    assert.match(st.message, /^pods "pod-restricted" is forbidden: User ".+" cannot create resource "pods\/exec" in API group "" in the namespace "default"$/);
+    await assert.rejects(new k8s.Exec(kc).exec(info.namespace, info.forbidden_pod, info.container, ['true'],
+      new PassThrough(), new PassThrough(), null, false), (e) => /403/.test(String(e?.message ?? e)));
+    assert.doesNotMatch(emu.log(), /pod-restricted\/exec.*upgraded/, 'nothing ran');
   } finally {
     await emu.stop();
   }

@@ -5,7 +5,8 @@
 #
 # Starts it with its state in DIR/k8s (its pod's processes get TMPDIR=DIR)
 # and waits for its ready line. Returns 0 with emu_pid, emu_url,
-# emu_kubeconfig, emu_namespace, emu_pod, emu_container set (the token
+# emu_kubeconfig, emu_namespace, emu_pod, emu_container, emu_forbidden_pod
+# (a pod the token may read but not exec into: 403) set (the token
 # stays in the kubeconfig and in emu_token, never in an argv); 77 with
 # emu_why when this machine cannot run it (no node, no node_modules and
 # tests/emulators/setup.sh could not make them); 1 when it failed.
@@ -41,14 +42,15 @@ start_kubernetes_emulator() {
   local fields
   mapfile -t fields < <(node -e '
     const j = JSON.parse(process.argv[1]);
-    for (const k of ["url", "kubeconfig", "namespace", "pod", "container", "token"]) console.log(String(j[k] ?? ""));
+    for (const k of ["url", "kubeconfig", "namespace", "pod", "container", "token", "forbidden_pod"]) console.log(String(j[k] ?? ""));
   ' "$line")
-  [[ ${#fields[@]} -eq 6 ]] || { echo "the kubernetes emulator's ready line is not what we expect: $line" >&2; return 1; }
+  [[ ${#fields[@]} -eq 7 ]] || { echo "the kubernetes emulator's ready line is not what we expect: $line" >&2; return 1; }
   emu_url=${fields[0]}
   emu_kubeconfig=${fields[1]}
   emu_namespace=${fields[2]}
   emu_pod=${fields[3]}
   emu_container=${fields[4]}
   emu_token=${fields[5]}
+  emu_forbidden_pod=${fields[6]}
   return 0
 }

@@ -43,6 +43,10 @@
 // ends that stream); output produced while no stream is attached is dropped;
 // every attached stream gets every event; dropping a stream never kills the
 // process; SendSignal accepts SIGTERM/SIGKILL only and hits the one pid.
+// Backpressure: while an attached stream has more than kMaxUnflushedBytes
+// that its connection has not taken, the process's output is not read, so a
+// reader that does not read blocks the process in write(2) (as TCP flow
+// control does to a real envd); the emulator's memory stays bounded.
 // Keepalive events every Keepalive-Ping-Interval seconds (default 50). The end
 // event comes once the process has exited AND its stdout/stderr pipes reached
 // EOF (a background grandchild holding them delays it, as envd's output
@@ -81,6 +85,12 @@ const kMaxUnaryBytes = 64 << 20;      // JSON bodies of unary RPCs
 const kMaxStartBytes = 4 << 20;       // the one request envelope of Start/Connect
 const kMaxMultipartBytes = 256 << 20; // multipart uploads are buffered
 const kMaxDataChunk = 32 << 10;       // envd reads process output in 32 KiB chunks
+// Bytes of envelopes a stream may hold that its connection has not taken yet
+// (not yet written to the socket / h2 session). Above it the process's
+// output is no longer read, so its pipe fills and it blocks in write(2), as
+// a real envd behind TCP flow control makes it: envd copies output to the
+// response with blocking writes and buffers no more than a chunk.
+const kMaxUnflushedBytes = 256 << 10;
 const kDefaultKeepaliveS = 50;
 
 const args = parseArgs(process.argv.slice(2), { usage: USAGE, valued: ['envd-version'] });
@@ -200,6 +210,8 @@ class Proc {
     this.tag = tag;
     this.stdinOpen = stdin;
     this.streams = new Set();
+    this.paused = false; // reading of stdout/stderr stopped by backpressure
+    this.pauses = 0;
     procs.set(this.pid, this);
     const onData = (kind) => (buf) => {
       for (let off = 0; off < buf.length; off += kMaxDataChunk) {
@@ -207,6 +219,7 @@ class Proc {
         // Nobody attached: the output is dropped, as envd does.
         for (const s of [...this.streams]) s.send({ data: { [kind]: piece.toString('base64') } }, true);
       }
+      this.flow();
     };
     child.stdout.on('data', onData('stdout'));
     child.stderr.on('data', onData('stderr'));
@@ -224,10 +237,25 @@ class Proc {
       ? { exitCode: code, exited: true, status: `exit status ${code}` }
       : { exitCode: -1, exited: false, status: `signal: ${goSignalName(signal)}` };
     if (code !== 0) end.error = end.status; // Go's exec.ExitError text
-    log.line('process', this.pid, 'ended', end.status, `streams=${this.streams.size}`);
+    log.line('process', this.pid, 'ended', end.status, `streams=${this.streams.size}`, `backpressure_pauses=${this.pauses}`);
     for (const s of [...this.streams]) {
       s.send({ end }, false);
       s.finish(null);
+    }
+  }
+
+  // Stops reading the output while any attached stream holds more than
+  // kMaxUnflushedBytes (the slowest reader sets the pace: one output feeds
+  // every stream); reads again once all are below it or gone.
+  flow() {
+    let blocked = false;
+    for (const s of this.streams) if (s.unflushed > kMaxUnflushedBytes) blocked = true;
+    if (blocked === this.paused) return;
+    this.paused = blocked;
+    if (blocked) this.pauses++;
+    for (const pipe of [this.child.stdout, this.child.stderr]) {
+      if (blocked) pipe.pause();
+      else pipe.resume();
     }
   }
 
@@ -245,6 +273,7 @@ class EventStream {
     this.label = label;
     this.proc = null;
     this.done = false;
+    this.unflushed = 0; // bytes written to res that the connection has not taken yet
     this.timers = [];
     res.on('close', () => {
       if (!this.done) {
@@ -279,7 +308,11 @@ class EventStream {
       this.cut(env);
       return;
     }
-    this.res.write(env);
+    this.unflushed += env.length;
+    this.res.write(env, () => {
+      this.unflushed -= env.length;
+      if (this.proc && !this.done) this.proc.flow();
+    });
   }
 
   // Ends the stream with the end-stream envelope ({} or {"error":...}).
@@ -302,7 +335,10 @@ class EventStream {
   cleanup() {
     for (const t of this.timers) { clearInterval(t); clearTimeout(t); }
     this.timers = [];
-    if (this.proc) this.proc.streams.delete(this);
+    if (this.proc) {
+      this.proc.streams.delete(this);
+      this.proc.flow(); // a reader that left no longer holds the process back
+    }
   }
 }
 

@@ -239,6 +239,92 @@ test('wire: start event first, keepalive honoured, end event, end-stream; signal
   }
 });
 
+// A child that writes `total` bytes of a known pattern in 64 KiB writes and,
+// after each, records how many it wrote in `progressFile`; and the pattern.
+const kPatternBase = Buffer.from(Array.from({ length: 251 * 264 }, (_, i) => i % 251));
+function patternWriter(total, progressFile) {
+  return ['python3', ['-c', [
+    'import sys',
+    `total, prog = ${total}, ${JSON.stringify(progressFile)}`,
+    'base = bytes(range(251)) * 264',
+    'n = i = 0',
+    'out = sys.stdout.buffer',
+    'while n < total:',
+    '    k = min(65536, total - n)',
+    '    out.write(base[i % 251:i % 251 + k]); out.flush()',
+    '    n += k; i += 1',
+    '    open(prog, "w").write(str(n))',
+  ].join('\n')]];
+}
+function patternOk(buf, total) {
+  if (buf.length !== total) return false;
+  for (let i = 0, off = 0; off < total; i++, off += 65536) {
+    const k = Math.min(65536, total - off);
+    if (!buf.subarray(off, off + k).equals(kPatternBase.subarray(i % 251, i % 251 + k))) return false;
+  }
+  return true;
+}
+// Reads the number in `file` until it has not changed for `quietMs`.
+async function progressWhenStalled(file, quietMs) {
+  const read = () => { try { return Number(fs.readFileSync(file, 'utf8')) || 0; } catch { return 0; } };
+  let last = read();
+  let since = Date.now();
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 100));
+    const now = read();
+    if (now !== last) { last = now; since = Date.now(); } else if (Date.now() - since >= quietMs) return now;
+  }
+}
+function rssBytes(pid) {
+  return Number(fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/^VmRSS:\s+(\d+) kB/m)[1]) * 1024;
+}
+
+test('backpressure: an unread stream blocks the process; memory bounded; every byte arrives', async () => {
+  const emu = await startEmulator('e2b');
+  try {
+    const { info } = emu;
+    const token = await connectToken(info);
+    const total = 64 << 20;
+    const progress = path.join(emu.dir, 'progress');
+    const [cmd, args] = patternWriter(total, progress);
+    const rss0 = rssBytes(emu.child.pid);
+    let res;
+    const chunks = [];
+    const done = new Promise((resolve, reject) => {
+      const req = http.request(new URL('/process.Process/Start', info.url), {
+        method: 'POST', agent: false,
+        headers: { 'x-access-token': token, 'content-type': 'application/connect+json', 'e2b-sandbox-id': info.sandbox, 'e2b-sandbox-port': '49983' },
+      }, (r) => {
+        res = r;
+        r.pause(); // the slow reader: nothing is read until resumed below
+        r.on('data', (c) => chunks.push(c));
+        r.on('end', resolve);
+        r.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(envelope(0, { process: { cmd, args }, stdin: false }));
+    });
+    await waitFor(() => res, { what: 'the response headers' });
+    // The writer stalls (its pipe full, the emulator no longer reading it)
+    // well before its end: loopback socket buffers, one pipe and
+    // kMaxUnflushedBytes hold a few MiB, not 64.
+    const stalled = await progressWhenStalled(progress, 1000);
+    const rss = rssBytes(emu.child.pid);
+    assert.ok(stalled < total / 2, `the writer should block while nobody reads: it wrote ${stalled} of ${total} bytes`);
+    assert.ok(rss - rss0 < 48 << 20, `the emulator grew by ${rss - rss0} bytes while holding the output`);
+    res.resume();
+    await done;
+    const { messages, rest } = parseEnvelopes(Buffer.concat(chunks));
+    assert.equal(rest, 0);
+    const out = Buffer.concat(messages.filter((m) => m.msg.event?.data).map((m) => Buffer.from(m.msg.event.data.stdout, 'base64')));
+    assert.ok(patternOk(out, total), `every byte, in order: got ${out.length} of ${total}`);
+    assert.equal(messages.at(-2).msg.event.end.exitCode, 0);
+    assert.match(emu.log(), /backpressure_pauses=[1-9]/);
+  } finally {
+    await emu.stop();
+  }
+});
+
 test('fault cut: partial envelope then a dropped connection; the process survives', async () => {
   const emu = await startEmulator('e2b', ['--faults', 'seed=3,cut=1']);
   try {

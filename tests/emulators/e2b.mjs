@@ -4,7 +4,7 @@
 // Wire facts: /work/shared/EMULATORS.md section 1 and PROVIDERS.md (E2B envd).
 //
 // Command line (the C++ tests rely on it exactly):
-//   node tests/emulators/e2b.mjs --dir DIR [--tls] [--faults SPEC] [--envd-version V]
+//   node tests/emulators/e2b.mjs --dir DIR [--tls] [--faults SPEC] [--envd-version V] [--debug-envd]
 //     --dir DIR          scratch directory: requests.log, endpoint.json, the
 //                        certificates (with --tls) and the sandbox DIR/sbx-test/
 //                        (home/ is HOME and the default cwd, tmp/ is TMPDIR).
@@ -14,6 +14,11 @@
 //     --envd-version V   the envdVersion reported by connect (default 0.5.7);
 //                        < 0.5.2 rejects CloseStdin, < 0.5.7 rejects
 //                        application/octet-stream uploads.
+//     --debug-envd       envd as the SDK's debug mode (E2B_DEBUG=true) reaches
+//                        it: a locally run envd, no edge proxy in front and no
+//                        access token set. The SDK then sends no X-Access-Token,
+//                        so none is required, and E2b-Sandbox-Id/-Port (which
+//                        only the proxy reads) are not checked.
 //   Listens on 127.0.0.1, port 0. When ready it prints ONE JSON line on stdout
 //   (also written to DIR/endpoint.json):
 //     {"url":"http(s)://127.0.0.1:P","ca":"DIR/ca.pem" (null without --tls),
@@ -25,6 +30,8 @@
 // Point the SDK (or an adapter) at it with apiUrl = sandboxUrl = url.
 // Auth: the control plane accepts only X-API-KEY: e2b_test; envd accepts only
 // X-Access-Token: <the envdAccessToken that connect returned>; 401 otherwise.
+// Routing: every envd call (also /health) must carry E2b-Sandbox-Id: sbx-test
+// and E2b-Sandbox-Port: 49983, else the proxy's 502 (unless --debug-envd).
 //
 // Endpoints:
 //   POST /v2/sandboxes/{id}/connect  -> 200 {sandboxID, envdVersion,
@@ -77,10 +84,11 @@ import { Faults } from './lib/faults.mjs';
 import { Sandbox, goSignalName } from './lib/sandbox.mjs';
 import { announceAndWait, parseArgs, readBody, RequestLog, sleep } from './lib/server.mjs';
 
-const USAGE = 'node e2b.mjs --dir DIR [--tls] [--faults SPEC] [--envd-version V]';
+const USAGE = 'node e2b.mjs --dir DIR [--tls] [--faults SPEC] [--envd-version V] [--debug-envd]';
 const SANDBOX_ID = 'sbx-test';
 const API_KEY = 'e2b_test';
 const DEFAULT_ENVD_VERSION = '0.5.7';
+const ENVD_PORT = '49983';
 const kMaxUnaryBytes = 64 << 20;      // JSON bodies of unary RPCs
 const kMaxStartBytes = 4 << 20;       // the one request envelope of Start/Connect
 const kMaxMultipartBytes = 256 << 20; // multipart uploads are buffered
@@ -93,7 +101,9 @@ const kMaxDataChunk = 32 << 10;       // envd reads process output in 32 KiB chu
 const kMaxUnflushedBytes = 256 << 10;
 const kDefaultKeepaliveS = 50;
 
-const args = parseArgs(process.argv.slice(2), { usage: USAGE, valued: ['envd-version'] });
+const argv = process.argv.slice(2);
+const debugEnvd = argv.includes('--debug-envd'); // (a flag: parseArgs knows valued options only)
+const args = parseArgs(argv.filter((a) => a !== '--debug-envd'), { usage: USAGE, valued: ['envd-version'] });
 const envdVersion = args['envd-version'] ?? DEFAULT_ENVD_VERSION;
 if (!/^\d+\.\d+\.\d+$/.test(envdVersion)) {
   process.stderr.write(`--envd-version must look like 1.2.3\nusage: ${USAGE}\n`);
@@ -710,17 +720,30 @@ async function handle(req, res) {
   const isRpc = p.startsWith('/process.Process/') || p.startsWith('/filesystem.Filesystem/');
   const isEnvd = isRpc || p === '/files' || p === '/health';
   if (!isEnvd) return handleControl(req, res, url);
-  const sbxHeader = req.headers['e2b-sandbox-id'];
-  if (sbxHeader !== undefined && sbxHeader !== SANDBOX_ID) {
-    req.resume();
-    return sendJson(res, 502, { sandboxId: sbxHeader, message: 'The sandbox was not found', code: 502 });
+  if (!debugEnvd) {
+    // The edge proxy routes envd calls by these headers (EMULATORS.md: the
+    // SDK sends both on every call, the port is envd's 49983). What it
+    // answers without them is not documented: here, what it answers for a
+    // sandbox or port it cannot reach.
+    const sbxHeader = req.headers['e2b-sandbox-id'];
+    if (sbxHeader !== SANDBOX_ID) {
+      req.resume();
+      log.line(label, 'proxy: E2b-Sandbox-Id', sbxHeader === undefined ? 'missing' : 'unknown');
+      return sendJson(res, 502, { sandboxId: sbxHeader ?? '', message: 'The sandbox was not found', code: 502 });
+    }
+    const portHeader = req.headers['e2b-sandbox-port'];
+    if (portHeader !== ENVD_PORT) {
+      req.resume();
+      log.line(label, 'proxy: E2b-Sandbox-Port', portHeader === undefined ? 'missing' : 'not envd\'s');
+      return sendJson(res, 502, { sandboxId: sbxHeader, message: 'The sandbox is running but port is not open', port: Number(portHeader) || 0, code: 502 });
+    }
   }
   if (p === '/health') {
     req.resume();
     res.writeHead(204);
     return res.end();
   }
-  if (req.headers['x-access-token'] !== accessToken) {
+  if (!debugEnvd && req.headers['x-access-token'] !== accessToken) {
     req.resume();
     return isRpc
       ? sendRpcError(res, new RpcError('unauthenticated', 'unauthorized access, please provide a valid access token'))
@@ -773,7 +796,7 @@ server.keepAliveTimeout = 60_000;
 server.on('clientError', (_e, socket) => socket.destroy());
 server.listen(0, '127.0.0.1', () => {
   const { port } = server.address();
-  log.line('listening', `${args.tls ? 'https' : 'http'}://127.0.0.1:${port}`, `envd=${envdVersion}`, `faults=${faults.describe()}`);
+  log.line('listening', `${args.tls ? 'https' : 'http'}://127.0.0.1:${port}`, `envd=${envdVersion}`, `faults=${faults.describe()}`, debugEnvd ? 'debug-envd' : '');
   announceAndWait(args.dir, {
     url: `${args.tls ? 'https' : 'http'}://127.0.0.1:${port}`,
     ca,

@@ -62,11 +62,15 @@ function parseEnvelopes(buf) {
   return { messages: out, rest: buf.length - off };
 }
 
-// A raw HTTP/1.1 request. Resolves {status, headers, body, error} where error
-// is set when the connection broke before the response ended.
+// The headers the edge proxy routes envd calls by (EMULATORS.md section 1).
+const ROUTE = { 'e2b-sandbox-id': 'sbx-test', 'e2b-sandbox-port': '49983' };
+
+// A raw HTTP/1.1 request, with ROUTE unless `headers` says otherwise.
+// Resolves {status, headers, body, error} where error is set when the
+// connection broke before the response ended.
 function raw(url, { method = 'POST', path: p, headers = {}, body, onData } = {}) {
   return new Promise((resolve) => {
-    const req = http.request(new URL(p, url), { method, headers, agent: false }, (res) => {
+    const req = http.request(new URL(p, url), { method, headers: { ...ROUTE, ...headers }, agent: false }, (res) => {
       const chunks = [];
       res.on('data', (c) => { chunks.push(c); onData?.(Buffer.concat(chunks)); });
       res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks) }));
@@ -161,6 +165,97 @@ test('auth: wrong API key, wrong access token, unknown sandbox', async () => {
     assert.equal(none.status, 401);
     const health = await raw(info.url, { path: '/health', method: 'GET' });
     assert.equal(health.status, 204);
+  } finally {
+    await emu.stop();
+  }
+});
+
+test('proxy routing: envd calls need E2b-Sandbox-Id and E2b-Sandbox-Port 49983', async () => {
+  const emu = await startEmulator('e2b');
+  try {
+    const { info } = emu;
+    const token = await connectToken(info);
+    const hdr = { 'x-access-token': token, 'content-type': 'application/connect+json' };
+    const cases = [
+      [{ 'e2b-sandbox-id': undefined }, 'The sandbox was not found'],
+      [{ 'e2b-sandbox-id': 'sbx-other' }, 'The sandbox was not found'],
+      [{ 'e2b-sandbox-port': undefined }, 'The sandbox is running but port is not open'],
+      [{ 'e2b-sandbox-port': '8080' }, 'The sandbox is running but port is not open'],
+    ];
+    for (const [route, message] of cases) {
+      const headers = { ...ROUTE, ...hdr, ...route };
+      for (const k of Object.keys(headers)) if (headers[k] === undefined) delete headers[k];
+      // (undefined: this case leaves the header out.)
+      const r = await new Promise((resolve) => {
+        const req = http.request(new URL('/process.Process/Start', info.url), { method: 'POST', headers, agent: false }, (res) => {
+          let body = '';
+          res.on('data', (d) => { body += d; });
+          res.on('end', () => resolve({ status: res.statusCode, body }));
+        });
+        req.end(startBody('touch started'));
+      });
+      assert.equal(r.status, 502, JSON.stringify(route));
+      assert.equal(JSON.parse(r.body).message, message);
+    }
+    const health = await new Promise((resolve) => http.get(new URL('/health', info.url), (res) => { res.resume(); resolve(res.statusCode); }));
+    assert.equal(health, 502, '/health goes through the proxy too');
+    assert.deepEqual(childrenOf(emu.child.pid), [], 'nothing was started');
+    assert.ok(!fs.existsSync(path.join(emu.dir, 'sbx-test', 'home', 'started')));
+    // The SDK sends both headers on every call (the scenario tests prove the rest).
+    const sbx = await Sandbox.connect(info.sandbox, { apiKey: info.api_key, apiUrl: info.url, sandboxUrl: info.url });
+    assert.equal((await sbx.commands.run('echo routed')).stdout, 'routed\n');
+  } finally {
+    await emu.stop();
+  }
+});
+
+test('SDK debug mode (E2B_DEBUG=true, no access token) against --debug-envd', async () => {
+  const emu = await startEmulator('e2b', ['--debug-envd']);
+  const strict = await startEmulator('e2b');
+  const saved = process.env.E2B_DEBUG;
+  process.env.E2B_DEBUG = 'true';
+  try {
+    // Debug mode makes no control-plane call and sends no X-Access-Token.
+    const sbx = await Sandbox.connect(emu.info.sandbox, { sandboxUrl: emu.info.url });
+    const r = await sbx.commands.run('echo debug; echo err >&2');
+    assert.equal(r.stdout, 'debug\n');
+    assert.equal(r.stderr, 'err\n');
+    const made = await Sandbox.create({ sandboxUrl: emu.info.url }); // id "debug_sandbox_id": no proxy reads it
+    const h = await made.commands.run('cat', { background: true, stdin: true, timeoutMs: 0 });
+    await made.commands.sendStdin(h.pid, 'in\n');
+    await made.commands.closeStdin(h.pid);
+    assert.equal((await h.wait()).stdout, 'in\n');
+    assert.doesNotMatch(emu.log(), /\/v2\/sandboxes|\/connect/, 'no control-plane call');
+    // The same calls without --debug-envd: refused, as a real sandbox refuses them.
+    const s2 = await Sandbox.connect(strict.info.sandbox, { sandboxUrl: strict.info.url });
+    await assert.rejects(s2.commands.run('echo no'), AuthenticationError);
+  } finally {
+    if (saved === undefined) delete process.env.E2B_DEBUG;
+    else process.env.E2B_DEBUG = saved;
+    await emu.stop();
+    await strict.stop();
+  }
+});
+
+test('every connected stream gets the output: Start, and two Connect streams from another client', async () => {
+  const emu = await startEmulator('e2b');
+  try {
+    const { info } = emu;
+    const opts = { apiKey: info.api_key, apiUrl: info.url, sandboxUrl: info.url };
+    const a = await Sandbox.connect(info.sandbox, opts);
+    const h = await a.commands.run('cat', { background: true, stdin: true, timeoutMs: 0 });
+    const b = await Sandbox.connect(info.sandbox, opts);
+    const h2 = await b.commands.connect(h.pid, { timeoutMs: 0 });
+    const h3 = await b.commands.connect(h.pid, { timeoutMs: 0 });
+    await a.commands.sendStdin(h.pid, 'one\n');
+    await waitFor(() => h.stdout === 'one\n' && h2.stdout === 'one\n' && h3.stdout === 'one\n', { what: 'all three to see one' });
+    await h.disconnect(); // the Start stream leaves; the Connect streams stay
+    await b.commands.sendStdin(h.pid, 'two\n');
+    await b.commands.closeStdin(h.pid);
+    const [w2, w3] = await Promise.all([h2.wait(), h3.wait()]);
+    assert.equal(w2.stdout, 'one\ntwo\n');
+    assert.equal(w3.stdout, 'one\ntwo\n');
+    assert.equal(h.stdout, 'one\n');
   } finally {
     await emu.stop();
   }
@@ -293,7 +388,7 @@ test('backpressure: an unread stream blocks the process; memory bounded; every b
     const done = new Promise((resolve, reject) => {
       const req = http.request(new URL('/process.Process/Start', info.url), {
         method: 'POST', agent: false,
-        headers: { 'x-access-token': token, 'content-type': 'application/connect+json', 'e2b-sandbox-id': info.sandbox, 'e2b-sandbox-port': '49983' },
+        headers: { ...ROUTE, 'x-access-token': token, 'content-type': 'application/connect+json' },
       }, (r) => {
         res = r;
         r.pause(); // the slow reader: nothing is read until resumed below
@@ -468,7 +563,7 @@ test('fault cut over TLS h2 drops the connection; the emulator keeps serving', a
     const conn = await call(`/v2/sandboxes/${info.sandbox}/connect`, { 'x-api-key': info.api_key, 'content-type': 'application/json' }, '{}');
     assert.equal(conn.status, 200);
     const token = JSON.parse(conn.body).envdAccessToken;
-    const r = await call('/process.Process/Start', { 'x-access-token': token, 'content-type': 'application/connect+json' }, startBody('echo hello'));
+    const r = await call('/process.Process/Start', { ...ROUTE, 'x-access-token': token, 'content-type': 'application/connect+json' }, startBody('echo hello'));
     assert.equal(r.status, 200);
     const { messages, rest } = parseEnvelopes(r.body);
     assert.equal(messages.length, 1);

@@ -21,7 +21,9 @@
 //   and runs until SIGTERM/SIGINT or EOF on a piped stdin; it then SIGKILLs
 //   the process groups it started and exits 0. Exit code 2: bad command line.
 //
-// Control plane: AuthTokenGet checks x-modal-token-id / x-modal-token-secret
+// Control plane: every call needs x-modal-client-type (digits) and
+// x-modal-client-version (x.y.z), as the SDK sends them (else
+// FAILED_PRECONDITION). AuthTokenGet checks x-modal-token-id / x-modal-token-secret
 // and returns a JWT (exp one hour ahead); every other call needs it as
 // x-modal-auth-token. SandboxGetTaskId (for "sb-" + 22 base62 ids) and
 // SandboxGetTaskIdV2 (any other id) give the task; TaskGetCommandRouterAccess
@@ -121,7 +123,20 @@ function metaValue(call, name) {
   const v = call.metadata.get(name);
   return v.length ? String(v[0]) : '';
 }
+// The client identity on every control-plane call: the SDK sends
+// x-modal-client-type 8 and x-modal-client-version 1.0.0 (EMULATORS.md
+// section 5), and so does tether. What the real service answers without them
+// is not documented; here FAILED_PRECONDITION, so a client that stops
+// sending them is seen.
+function checkClient(call) {
+  const type = metaValue(call, 'x-modal-client-type');
+  const version = metaValue(call, 'x-modal-client-version');
+  if (!/^\d+$/.test(type) || !/^\d+\.\d+\.\d+$/.test(version)) {
+    throw new RpcError(S.FAILED_PRECONDITION, 'missing or malformed x-modal-client-type / x-modal-client-version metadata');
+  }
+}
 function checkAuthToken(call) {
+  checkClient(call);
   const exp = authTokens.get(metaValue(call, 'x-modal-auth-token'));
   if (exp === undefined) throw new RpcError(S.UNAUTHENTICATED, 'missing or unknown x-modal-auth-token');
   if (Date.now() >= exp) throw new RpcError(S.UNAUTHENTICATED, 'the auth token expired');
@@ -308,6 +323,7 @@ const RT = 'modal.task_command_router.TaskCommandRouter';
 
 const control = {
   AuthTokenGet: unary('AuthTokenGet', (_b, call) => {
+    checkClient(call);
     if (metaValue(call, 'x-modal-token-id') !== TOKEN_ID || metaValue(call, 'x-modal-token-secret') !== TOKEN_SECRET) {
       throw new RpcError(S.UNAUTHENTICATED, 'token id or secret refused');
     }

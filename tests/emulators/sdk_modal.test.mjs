@@ -5,7 +5,8 @@
 // and over TLS with GRPC_DEFAULT_SSL_ROOTS_FILE_PATH (grpc-js ignores
 // NODE_EXTRA_CA_CERTS). Also checks what the SDK relies on: a retried start
 // and a repeated stdin write do nothing twice, stdio re-read from an offset,
-// a router JWT refreshed after it expired, and no kill RPC.
+// a router JWT refreshed after it expired, no kill RPC, and that control-plane
+// calls need the client identity metadata the SDK sends.
 // Run: bash tests/emulators/run_sdk_test.sh sdk_modal.test.mjs
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -137,6 +138,10 @@ test('emulator limits: idempotent start and stdin, stdio from an offset, no kill
     const a = rawClient(emu.info);
     a.md.set('x-modal-token-id', emu.info.token_id);
     a.md.set('x-modal-token-secret', emu.info.token_secret);
+    // The SDK's client identity is required on every control-plane call.
+    await assert.rejects(a.call(CP, 'AuthTokenGet', Buffer.alloc(0)), (e) => e.code === grpc.status.FAILED_PRECONDITION);
+    a.md.set('x-modal-client-type', '8');
+    a.md.set('x-modal-client-version', '1.0.0');
     const tok = W.decode(await a.call(CP, 'AuthTokenGet', Buffer.alloc(0))).get(1)[0].toString();
     const payload = JSON.parse(Buffer.from(tok.split('.')[1], 'base64url').toString());
     assert.ok(payload.exp > Date.now() / 1000, 'the token has an exp');

@@ -423,25 +423,36 @@ class ControlPlane final : public ::modal::client::ModalClient::Service {
  public:
   std::mutex mu;
   std::vector<std::string> secrets;  // x-modal-token-secret of every AuthTokenGet
+  std::vector<std::string> clients;  // "<x-modal-client-type> <x-modal-client-version>" of every call
   std::string router_url;
   grpc::Status AuthTokenGet(grpc::ServerContext* ctx, const ::modal::client::AuthTokenGetRequest*,
                             ::modal::client::AuthTokenGetResponse* resp) override {
     std::lock_guard<std::mutex> lock(mu);
     secrets.push_back(Metadata(ctx, "x-modal-token-secret"));
+    Client(ctx);
     resp->set_token("auth-token");
     return grpc::Status::OK;
   }
-  grpc::Status SandboxGetTaskIdV2(grpc::ServerContext*, const ::modal::client::SandboxGetTaskIdRequest*,
+  grpc::Status SandboxGetTaskIdV2(grpc::ServerContext* ctx, const ::modal::client::SandboxGetTaskIdRequest*,
                                   ::modal::client::SandboxGetTaskIdResponse* resp) override {
+    std::lock_guard<std::mutex> lock(mu);
+    Client(ctx);
     resp->set_task_id("ta-test");
     return grpc::Status::OK;
   }
-  grpc::Status SandboxGetCommandRouterAccess(grpc::ServerContext*,
+  grpc::Status SandboxGetCommandRouterAccess(grpc::ServerContext* ctx,
                                              const ::modal::client::SandboxGetCommandRouterAccessRequest*,
                                              ::modal::client::TaskGetCommandRouterAccessResponse* resp) override {
+    std::lock_guard<std::mutex> lock(mu);
+    Client(ctx);
     resp->set_url(router_url);
     resp->set_jwt("router-jwt");
     return grpc::Status::OK;
+  }
+
+ private:
+  void Client(const grpc::ServerContext* ctx) {
+    clients.push_back(Metadata(ctx, "x-modal-client-type") + " " + Metadata(ctx, "x-modal-client-version"));
   }
 };
 
@@ -558,6 +569,19 @@ TEST_CASE("a plaintext loopback server and its loopback router still work (the e
   std::lock_guard<std::mutex> lock(router.svc.mu);
   REQUIRE(router.svc.authorizations.size() == 1);
   CHECK(router.svc.authorizations[0] == "Bearer router-jwt");
+}
+
+TEST_CASE("every control-plane call carries the SDK's client type and version") {
+  // modal-js 0.11.1 sends x-modal-client-type 8 and x-modal-client-version
+  // 1.0.0 on every control-plane call (EMULATORS.md section 5).
+  Server router("127.0.0.1:0");
+  ControlServer control("127.0.0.1:0");
+  control.svc.router_url = "https://127.0.0.1:" + std::to_string(router.port);
+  SessionRun run = RunSession(Options("http://127.0.0.1:" + std::to_string(control.port)));
+  REQUIRE(run.ready.ok());
+  std::lock_guard<std::mutex> lock(control.svc.mu);
+  CHECK(control.svc.clients.size() == 3);  // AuthTokenGet, SandboxGetTaskIdV2, SandboxGetCommandRouterAccess
+  for (const std::string& c : control.svc.clients) CHECK(c == "8 1.0.0");
 }
 
 }  // namespace

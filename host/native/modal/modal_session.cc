@@ -17,8 +17,20 @@ constexpr std::chrono::seconds kAuthLifetimeGuess{20 * 60};  // a token without 
 constexpr std::chrono::seconds kAuthRenewEarly{60};           // renewed this long before its exp
 constexpr int kMaxMessageBytes = 100 << 20;                   // as the SDK's router channel
 constexpr char kSystemRoots[] = "/etc/ssl/certs/ca-certificates.crt";
+// The client identity every control-plane call of modal-js 0.11.1 carries
+// (EMULATORS.md section 5): client type 8 (CLIENT_TYPE_LIBMODAL_JS, the
+// client whose calls we make, field for field) at protocol version 1.0.0.
+// x-modal-libmodal-version ("modal-js/<release>") names an SDK release,
+// which we are not, so it is left out.
+constexpr char kClientType[] = "8";
+constexpr char kClientVersion[] = "1.0.0";
 
 absl::string_view A(std::string_view s) { return {s.data(), s.size()}; }
+
+void AddClientMetadata(grpc::ClientContext& ctx) {
+  ctx.AddMetadata("x-modal-client-type", kClientType);
+  ctx.AddMetadata("x-modal-client-version", kClientVersion);
+}
 
 std::shared_ptr<grpc::Channel> MakeChannel(const GrpcTarget& t, bool tls, const std::string& ca_pem) {
   grpc::ChannelArguments args;
@@ -67,6 +79,7 @@ asio::awaitable<grpc::Status> ModalSession::ControlCall(const Req& req, Resp* re
   bool renewed = false;
   for (int attempt = 0;; ++attempt) {
     auto ctx = std::make_shared<grpc::ClientContext>();
+    AddClientMetadata(*ctx);
     ctx->AddMetadata("x-modal-auth-token", auth_token_);
     ctx->set_deadline(std::chrono::system_clock::now() + kUnaryDeadline);
     auto stub = mc::ModalClient::NewStub(control_);
@@ -104,6 +117,7 @@ asio::awaitable<absl::Status> ModalSession::AuthToken(bool renew) {
   std::chrono::milliseconds delay = kRetryBase;
   for (int attempt = 0;; ++attempt) {
     auto ctx = std::make_shared<grpc::ClientContext>();
+    AddClientMetadata(*ctx);
     ctx->AddMetadata("x-modal-token-id", o_.token_id);
     ctx->AddMetadata("x-modal-token-secret", o_.token_secret);
     ctx->set_deadline(std::chrono::system_clock::now() + kUnaryDeadline);

@@ -15,8 +15,12 @@
 // proven against tests/emulators/modal.mjs by that SDK):
 //   - Control plane modal.client.ModalClient: AuthTokenGet with metadata
 //     x-modal-token-id / x-modal-token-secret returns a JWT with exp, sent
-//     as x-modal-auth-token afterwards. Ids "sb-" + 22 base62 use
-//     SandboxGetTaskId + TaskGetCommandRouterAccess{task_id}; other ids
+//     as x-modal-auth-token afterwards. Every control-plane call of the SDK
+//     carries x-modal-client-type: 8 and x-modal-client-version: 1.0.0 (we
+//     send both; tests/emulators/modal.mjs requires them), plus
+//     x-modal-libmodal-version: modal-js/<release>, x-modal-host and the
+//     token id/secret again (we send none of these three). Ids "sb-" + 22
+//     base62 use SandboxGetTaskId + TaskGetCommandRouterAccess{task_id}; other ids
 //     SandboxGetTaskIdV2 + SandboxGetCommandRouterAccess{sandbox_id}; both
 //     answer {jwt, url}, the URL https.
 //   - Router modal.task_command_router.TaskCommandRouter with
@@ -31,8 +35,10 @@
 //     ($MODAL_CONFIG_PATH); the server from MODAL_SERVER_URL, else the
 //     profile's server_url, else https://api.modal.com:443.
 // ASSUMPTIONS (ours, to be checked against the real service):
-//   - The real server accepts our calls without the SDK's x-modal-client-*
-//     version metadata (we send none: we are not that client).
+//   - What the real service requires of that metadata is not documented:
+//     we assume the SDK's client type and protocol version suffice, without
+//     its release string, x-modal-host and the repeated token (the SDK sends
+//     them; a server that needs them would refuse us, never misread us).
 //   - The router is dialled with TLS unless the control plane URL is http://
 //     (then plaintext, for local emulators); the SDK instead uses plaintext
 //     for any loopback server name.

@@ -78,6 +78,10 @@ const USAGE = 'node runloop.mjs --dir DIR [--tls] [--faults SPEC] [--stdin-kills
 const DEVBOX_ID = 'dbx_emu';
 const kMaxJsonBody = 8 << 20;        // a JSON request (stdin text, a command)
 const kMaxUploadBody = 256 << 20;    // a multipart upload (buffered)
+// How much output the real service keeps per execution, and for how long it
+// can be re-read from an offset, is unknown: PROVIDERS.md and EMULATORS.md
+// state no figure. So this is the emulator's own memory bound, not a fact
+// (a cap to model once the real one is known; audit section 4).
 const kMaxLogBytes = 512 << 20;      // per stream; more is dropped (counted in the log)
 const kMaxChunkBytes = 32 << 10;     // one SSE event's output, in bytes before decoding
 const kMaxOptimisticSeconds = 25;    // execute's cap (SDK docs: "up to 25 seconds")

@@ -28,8 +28,8 @@
 //                      Retry-After: 1 without doing anything).
 //   Violations: an exec into a session whose earlier exec of the same command
 //   took effect and lost its answer is the command started twice; an input
-//   to a command whose earlier input with the same data was applied and lost
-//   its answer is input applied twice (the toolbox has no request id and no
+//   to a command whose input just before, with the same data, was applied
+//   and lost its answer is input applied twice (the toolbox has no request id and no
 //   input offset: the session, the command and the data are what identify a
 //   call); a JSON request sent again after a 429 before its Retry-After has
 //   passed ignores the delay. Each is logged as a " VIOLATION duplicate ..."
@@ -257,7 +257,7 @@ class Command {
     this.watchers = new Set();  // functions called on every append and at the end
     this.done = new Promise((r) => { this.resolveDone = r; });
     this.inputBytes = 0;       // input applied so far (the offset of the next)
-    this.lostInputs = new Map();  // data of an input applied whose answer was lost -> its offset
+    this.lostInput = null;     // {data, at} of the last input when it was applied and its answer lost
   }
 
   append(b) {
@@ -433,17 +433,19 @@ async function handleToolbox(req, res, rest, url) {
     if (c.exitCode !== undefined) return fail(res, 400, `command ${c.id} is not running`);
     const label = `POST ${url.pathname}`;
     const at = c.inputBytes;
-    const lostAt = c.lostInputs.get(v.data);
-    if (lostAt !== undefined) {
-      violation(label, 'duplicate', `the input applied at byte ${lostAt}, whose answer was lost, was sent again: ` +
-                `applied twice (again at byte ${at})`);
+    // A resend comes next: the same data as the input before, whose answer
+    // was lost. (The same text later on is new input.)
+    if (c.lostInput !== null && c.lostInput.data === v.data) {
+      violation(label, 'duplicate', `the input applied at byte ${c.lostInput.at}, whose answer was lost, was sent ` +
+                `again: applied twice (again at byte ${at})`);
     }
+    c.lostInput = null;
     stats.input_posts++;
     stats.input_bytes += Buffer.byteLength(v.data);
     c.inputBytes += Buffer.byteLength(v.data);
     c.input(v.data);
     if (faults.roll('lost5xx')) {
-      c.lostInputs.set(v.data, at);
+      c.lostInput = { data: v.data, at };
       return loseAnswer(res, label, `the input was applied at byte ${at}`);
     }
     return sendJson(res, 200, undefined);

@@ -15,7 +15,22 @@
 //     --faults SPEC    seeded faults (lib/faults.mjs): seed=N; http5xx=P (answer
 //                      502/503 without doing anything); slow=P (answer 1-3 s
 //                      late); cut=P (per SSE event: write half of it, then
-//                      reset the stream); stall=P (per SSE event: hold it 2-4 s).
+//                      reset the stream); stall=P (per SSE event: hold it 2-4 s);
+//                      lost5xx=P (execute_async, execute, send_std_in, kill or
+//                      upload_file does its work, then the answer is lost:
+//                      502/503, as a gateway that timed out on a call that took
+//                      effect); http429=P (answer 429 with Retry-After: 1
+//                      without doing anything).
+//   Violations: an execute_async (or an execute without command_id) whose
+//   command is that of a call that started and lost its answer (the first
+//   such start after it) is the command started twice; a send_std_in whose text (or INTERRUPT) is
+//   that of the execution's send_std_in just before, applied with its answer
+//   lost, is input applied twice (neither call has a request id or an offset: the command and the
+//   execution with the text are what identify one; execute's command_id is
+//   honoured as its idempotency key, as the SDK documents it); a JSON
+//   request sent again before its 429's Retry-After is early. Each is logged
+//   as a " VIOLATION duplicate ..." or " VIOLATION retry-after ..." line in
+//   requests.log and counted in /_emulator/stats and the shutdown line.
 //     --stdin-kills    send_std_in kills the execution (the SDK's comment: "the
 //                      execution is killed when the stdin is sent"), as a
 //                      service that behaves so would: SIGKILL, exit 137.
@@ -60,7 +75,7 @@
 // Errors: {"code": N, "message": ...} with 400, 401, 404, 405, 408, 413.
 // Test only: GET /_emulator/stats -> {requests, body_bytes_in, body_bytes_out}
 // (HTTP bodies only, not headers or framing), for the cost benchmark.
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import http2 from 'node:http2';
@@ -102,7 +117,7 @@ const sseMs = positiveMs(args['sse-ms'], 5000, 'sse-ms');
 const longPollMs = positiveMs(args['long-poll-ms'], 25_000, 'long-poll-ms');
 let faults;
 try {
-  faults = new Faults(args.faults, { kinds: ['http5xx', 'slow', 'cut', 'stall'], flags: [] });
+  faults = new Faults(args.faults, { kinds: ['http5xx', 'slow', 'cut', 'stall', 'lost5xx', 'http429'], flags: [] });
 } catch (e) {
   process.stderr.write(`${e.message}\nusage: ${USAGE}\n`);
   process.exit(2);
@@ -112,6 +127,49 @@ const log = new RequestLog(args.dir);
 const sandbox = new Sandbox(path.join(args.dir, DEVBOX_ID), { hostname: DEVBOX_ID });
 const executions = new Map();  // execution_id -> Execution
 const byCommandId = new Map(); // execute's command_id -> execution_id
+const kRetryAfterSeconds = 1;   // a 429's Retry-After
+const kRetryAfterSlackMs = 50;  // timer granularity: a resend this early still counts as waiting
+const lostStarts = new Map();   // the command of a start whose answer was lost -> its execution
+const retryNotBefore = new Map();  // method, path and body hash of a call answered 429 -> the earliest resend
+const requestKey = (req, buf) =>
+  `${req.method} ${new URL(req.url, 'http://e').pathname} ${createHash('sha256').update(buf).digest('hex')}`;
+
+function violation(label, kind, what) {
+  stats.violations[kind]++;
+  log.line(label, 'VIOLATION', kind, what);
+  process.stderr.write(`runloop emulator: VIOLATION ${kind}: ${label} ${what}\n`);
+}
+
+// A request answered 429 that comes again before its Retry-After has passed.
+function checkRetryAfter(req, buf) {
+  const key = requestKey(req, buf);
+  const notBefore = retryNotBefore.get(key);
+  if (notBefore === undefined) return;
+  retryNotBefore.delete(key);
+  if (Date.now() < notBefore - kRetryAfterSlackMs) {
+    violation(key.split(' ').slice(0, 2).join(' '), 'retry-after',
+              `sent again ${notBefore - Date.now()} ms before the Retry-After of its 429 had passed`);
+  }
+}
+
+// The answer of a call that did its work but whose answer a gateway lost.
+function loseAnswer(res, label, what) {
+  const status = faults.status5xx();
+  log.line(label, 'FAULT lost5xx', status, `(after ${what}: the answer is lost)`);
+  res.writeHead(status, { 'content-type': 'text/plain' });
+  res.end(`${status} ${http.STATUS_CODES[status]} (emulated fault, after the call took effect)\n`);
+}
+
+// A start of `command` (no idempotency key): a VIOLATION when it is the
+// first start of that command since one that lost its answer.
+function checkStart(label, command) {
+  const lost = lostStarts.get(command);
+  lostStarts.delete(command);  // (the first start after the loss is the resend; later ones are new calls)
+  if (lost !== undefined) {
+    violation(label, 'duplicate', `the command of ${lost}, which started and whose answer was lost, was sent again: ` +
+              'it starts twice');
+  }
+}
 let nextId = 1;
 
 // One stream's bytes as the service keeps them: everything, addressable by offset.
@@ -163,6 +221,8 @@ class Execution {
     this.exit = null;       // exit_status once completed
     this.done = false;      // process exited and both pipes reached EOF
     this.doneWaiters = new Set();
+    this.stdinBytes = 0;          // text applied so far (the offset of the next)
+    this.lostInput = null;        // {keys, at} of the last send_std_in when it was applied and its answer lost
     const r = sandbox.spawn('/bin/sh', ['-c', command], { stdin: attachStdin });
     if (r.error) {
       this.err.push(Buffer.from(`${r.error.message}\n`));
@@ -237,6 +297,7 @@ async function jsonBody(req, res) {
     fail(res, 413, `request body above ${kMaxJsonBody} bytes`);
     return undefined;
   }
+  checkRetryAfter(req, buf);
   let v;
   try {
     v = buf.length ? JSON.parse(buf.toString('utf8')) : {};
@@ -282,7 +343,13 @@ async function handleExecuteAsync(req, res) {
   if (v.attach_stdin !== undefined && v.attach_stdin !== null && typeof v.attach_stdin !== 'boolean') {
     return fail(res, 400, 'attach_stdin must be a boolean');
   }
+  const label = `POST ${new URL(req.url, 'http://e').pathname}`;
+  checkStart(label, v.command);
   const ex = newExecution(v.command, { attachStdin: v.attach_stdin === true, shellName: v.shell_name });
+  if (faults.roll('lost5xx')) {
+    lostStarts.set(v.command, ex.id);
+    return loseAnswer(res, label, `${ex.id} started`);
+  }
   sendJson(res, 200, ex.view());
 }
 
@@ -301,6 +368,8 @@ async function handleExecute(req, res, url) {
     ex = executions.get(byCommandId.get(cid));
     log.line(ex.id, 'execute again with the same command_id: not run twice');
   } else {
+    const label = `POST ${url.pathname}`;
+    if (cid === undefined) checkStart(label, v.command);
     ex = newExecution(v.command, { attachStdin: false, shellName: v.shell_name });
     if (cid !== undefined) byCommandId.set(cid, ex.id);
   }
@@ -308,6 +377,10 @@ async function handleExecute(req, res, url) {
   res.on('close', () => { if (!res.writableEnded) gone = true; });
   await ex.waitDone(timeout * 1000);
   if (gone) return log.line(ex.id, 'client gone: execute answer dropped');
+  if (faults.roll('lost5xx')) {
+    if (cid === undefined) lostStarts.set(v.command, ex.id);
+    return loseAnswer(res, `POST ${url.pathname}`, `${ex.id} ran`);
+  }
   sendJson(res, 200, ex.view(n));
 }
 
@@ -326,9 +399,29 @@ async function handleSendStdin(req, res, ex) {
     await ex.waitDone(5000);
     return sendJson(res, 200, ex.view());
   }
-  if (text !== null && text !== '') ex.child.stdin.write(Buffer.from(text, 'utf8'));
+  const label = `POST .../executions/${ex.id}/send_std_in`;
+  const keys = [];
+  if (text !== null && text !== '') keys.push(text);
+  if (signal === 'INTERRUPT') keys.push('signal INTERRUPT');
+  // A resend comes next: the same text (or INTERRUPT) as the call before,
+  // whose answer was lost. (The same text later on is new input.)
+  if (ex.lostInput !== null && keys.some((k) => ex.lostInput.keys.includes(k))) {
+    violation(label, 'duplicate', `the input applied at byte ${ex.lostInput.at}, whose answer was lost, was sent ` +
+              `again: applied twice (again at byte ${ex.stdinBytes})`);
+  }
+  ex.lostInput = null;
+  const at = ex.stdinBytes;
+  if (text !== null && text !== '') {
+    const bytes = Buffer.from(text, 'utf8');
+    ex.stdinBytes += bytes.length;
+    ex.child.stdin.write(bytes);
+  }
   if (signal === 'EOF') ex.child.stdin.end();
   if (signal === 'INTERRUPT') ex.kill(true, 'SIGINT');
+  if (faults.roll('lost5xx')) {
+    ex.lostInput = { keys, at };
+    return loseAnswer(res, label, `the input was applied at byte ${at}`);
+  }
   sendJson(res, 200, ex.view());
 }
 
@@ -359,6 +452,8 @@ async function handleKill(req, res, ex) {
     ex.kill(v.kill_process_group !== false);
     await ex.waitDone(5000);
   }
+  // (A kill sent twice kills what is dead: no violation to look for.)
+  if (faults.roll('lost5xx')) return loseAnswer(res, `POST .../executions/${ex.id}/kill`, 'the kill');
   sendJson(res, 200, ex.view());
 }
 
@@ -466,12 +561,14 @@ async function handleUpload(req, res) {
     return fail(res, 400, `cannot write ${rel}: ${e.code ?? e.message}`);
   }
   log.line('upload_file wrote', f.data.length, 'bytes');
+  // (A file written twice is the same file: no violation to look for.)
+  if (faults.roll('lost5xx')) return loseAnswer(res, 'POST upload_file', 'the file was written');
   sendJson(res, 200, {});
 }
 
 // Body bytes in and out and requests, for tests/bench/runloop_vs_sdk.mjs
 // (GET /_emulator/stats with the bearer key; not part of Runloop's API).
-const stats = { requests: 0, body_bytes_in: 0, body_bytes_out: 0 };
+const stats = { requests: 0, body_bytes_in: 0, body_bytes_out: 0, violations: { duplicate: 0, 'retry-after': 0 } };
 
 async function handle(req, res) {
   const url = new URL(req.url, 'http://emulator');
@@ -494,6 +591,17 @@ async function handle(req, res) {
     log.line(label, 'FAULT slow', ms, 'ms');
     await sleep(ms);
     if (gone) return log.line(label, 'client gone during the delay: request dropped');
+  }
+  if (faults.roll('http429')) {
+    log.line(label, 'FAULT http429 Retry-After', kRetryAfterSeconds);
+    // Its body names the call that must not come again before the delay.
+    const buf = req.method === 'POST' ? await readBody(req, kMaxJsonBody) : (req.resume(), null);
+    if (buf !== null) {
+      checkRetryAfter(req, buf);  // (an early resend refused again is early all the same)
+      retryNotBefore.set(requestKey(req, buf), Date.now() + kRetryAfterSeconds * 1000);
+    }
+    return sendJson(res, 429, { code: 429, message: 'rate limited (emulated fault)' },
+                    { 'retry-after': String(kRetryAfterSeconds) });
   }
   if (faults.roll('http5xx')) {
     const status = faults.status5xx();
@@ -616,7 +724,7 @@ listener.listen(0, '127.0.0.1', () => {
   const url = `${args.tls ? 'https' : 'http'}://127.0.0.1:${port}`;
   log.line('listening', url, `faults=${faults.describe()}`, stdinKills ? 'stdin-kills' : '', `sse-ms=${sseMs}`, `long-poll-ms=${longPollMs}`);
   announceAndWait(args.dir, { url, ca, devbox: DEVBOX_ID, api_key: apiKey }, (why) => {
-    log.line('shutdown', why);
+    log.line('shutdown', why, 'violations', JSON.stringify(stats.violations), 'faults', JSON.stringify(faults.count));
     for (const ex of executions.values()) ex.kill(true);
     sandbox.killAll();
   });

@@ -138,8 +138,8 @@ asio::awaitable<absl::Status> Process::Signal(int signal) {
   if (!s.failed.ok()) co_return s.failed;
   wire::Envelope env;
   env.mutable_signal()->set_signal(signal);
-  s.session->Send(std::move(env));
-  co_return absl::OkStatus();
+  co_return co_await s.SendActed(std::move(env), "signal",
+                                 absl::NotFoundError("the process exited before the signal was acknowledged"));
 }
 
 asio::awaitable<absl::Status> Process::Signal(std::string_view name) {
@@ -311,8 +311,7 @@ asio::awaitable<absl::Status> Process::Resize(unsigned cols, unsigned rows) {
   wire::Envelope env;
   env.mutable_resize()->mutable_size()->set_cols(cols);
   env.mutable_resize()->mutable_size()->set_rows(rows);
-  s.session->Send(std::move(env));
-  co_return absl::OkStatus();
+  co_return co_await s.SendActed(std::move(env), "resize", absl::OkStatus());
 }
 
 }  // namespace tether

@@ -166,6 +166,95 @@ asio::awaitable<bool> Process::State::Reconnect() {
   co_return false;
 }
 
+asio::awaitable<absl::Status> Process::State::SendActed(wire::Envelope request, const char* what,
+                                                       absl::Status after_exit) {
+  auto self = shared_from_this();
+  auto timed_out = std::make_shared<bool>(false);
+  auto deadline = std::make_shared<asio::steady_timer>(close_timer.get_executor(), kActedTimeout);
+  deadline->async_wait([timed_out, self, deadline](boost::system::error_code ec) {
+    if (ec) return;
+    *timed_out = true;
+    self->cond.NotifyAll();
+  });
+  absl::Status result;
+  while (true) {
+    // Reattaching: the old session drops what it is given; wait for the new one.
+    bool aborted = false;
+    while (session->closed() && failed.ok() && !core.exit && !disconnected && !*timed_out) {
+      if (!co_await cond.Wait()) {
+        aborted = true;
+        break;
+      }
+    }
+    if (aborted) {
+      result = WaitAbortedError(absl::StrCat("the ", what, " was aborted before it was sent"));
+      break;
+    }
+    if (disconnected) {
+      result = InputClosedError("this handle was disconnected; reopen the process");
+      break;
+    }
+    if (core.exit) {
+      result = after_exit;
+      break;
+    }
+    if (!failed.ok()) {
+      result = failed;
+      break;
+    }
+    if (*timed_out) {
+      result = absl::UnavailableError(absl::StrCat("the ", what, " was not sent: no attachment within ",
+                                                   kActedTimeout.count(), " s"));
+      break;
+    }
+    const std::shared_ptr<Session> sent_on = session;
+    const std::uint64_t id = sent_on->Send(request);
+    const std::uint64_t end = sent_on->queued_bytes();
+    wire::Envelope ping;
+    ping.mutable_ping();
+    core.requests.ActedSent(id, sent_on->Send(std::move(ping)));
+    while (!core.requests.Acted(id) && session == sent_on && !sent_on->closed() && failed.ok() && !core.exit &&
+           !disconnected && !*timed_out) {
+      if (!co_await cond.Wait()) {
+        aborted = true;
+        break;
+      }
+    }
+    const std::optional<absl::Status> acted = core.requests.Acted(id);
+    core.requests.ForgetActed(id);
+    if (acted) {
+      result = *acted;
+      break;
+    }
+    if (aborted) {
+      result = WaitAbortedError(absl::StrCat("this caller stopped waiting; the ", what, " was sent"));
+      break;
+    }
+    if (core.exit) {
+      result = after_exit;
+      break;
+    }
+    if (disconnected) {
+      result = InputClosedError("this handle was disconnected; reopen the process");
+      break;
+    }
+    if (*timed_out) {
+      result = OutcomeUnknownError(absl::StrCat("the ", what, " was not acknowledged within ", kActedTimeout.count(),
+                                                " s; it is not sent again"));
+      break;
+    }
+    // The attachment broke. A frame still queued then never left this host:
+    // the next attachment gets it (its session is closed, so it never will).
+    if (sent_on->closed() && sent_on->handed_bytes() < end) continue;
+    result = OutcomeUnknownError(absl::StrCat(
+        "the connection broke before the supervisor acknowledged the ", what,
+        "; it is not sent again (the supervisor does not deduplicate requests: it could arrive twice)"));
+    break;
+  }
+  deadline->cancel();
+  co_return result;
+}
+
 absl::Status Process::State::InputAllowed() const {
   if (control) return InputClosedError("a control handle sends no input");
   if (disconnected) return InputClosedError("this handle was disconnected; reopen the process");

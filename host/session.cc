@@ -32,6 +32,7 @@ Session::~Session() { channel_->Close(); }
 
 void Session::SendFrame(std::string frame) {
   if (closed_) return;
+  queued_bytes_ += frame.size();
   outbox_.append(frame);
   if (!writing_) {
     writing_ = true;
@@ -60,6 +61,7 @@ asio::awaitable<void> Session::Writer() {
   while (!closed_ && !outbox_.empty()) {
     batch.clear();
     batch.swap(outbox_);
+    handed_bytes_ += batch.size();
     absl::Status st = co_await channel_->Write(batch);
     if (!st.ok()) {
       write_error_ = st;

@@ -56,6 +56,11 @@ class Session : public std::enable_shared_from_this<Session> {
   // Stops both directions; pending Receive() calls fail with kUnavailable.
   void Close();
   bool closed() const { return closed_; }
+  // Frame bytes queued so far (the end of the frame Send just queued) and
+  // frame bytes handed to the channel. A frame that ends beyond
+  // handed_bytes() of a closed session never left this host.
+  std::uint64_t queued_bytes() const { return queued_bytes_; }
+  std::uint64_t handed_bytes() const { return handed_bytes_; }
   std::uint64_t generation() const { return generation_; }
   std::string Diagnostics() const { return channel_->Diagnostics(); }
 
@@ -69,6 +74,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool writing_ = false;
   bool closed_ = false;
   absl::Status write_error_;
+  std::uint64_t queued_bytes_ = 0;
+  std::uint64_t handed_bytes_ = 0;
   std::uint64_t generation_ = 0;
   std::uint64_t next_request_id_ = 1;
   std::uint64_t hello_id_ = 0;

@@ -188,7 +188,8 @@ awaitable<absl::Status> SignalGroup(Transport& t) {
   CONF_EXPECT(p.ok(), p.status().ToString());
   auto first = co_await (*p)->Read();
   CONF_EXPECT(first.ok() && *first && (*first)->bytes == "ready\n", "no ready line");
-  CONF_EXPECT((co_await (*p)->Signal("USR1")).ok(), "signal");
+  const absl::Status sig = co_await (*p)->Signal("USR1");
+  CONF_EXPECT(sig.ok(), "signal: ", sig.ToString());
   Ran r;
   co_await ReadAll(**p, &r);
   CONF_EXPECT(r.out == "got\n", Show(r.out));

@@ -60,11 +60,13 @@ absl::Status ProcessCore::Handle(wire::Envelope& env, std::uint64_t generation, 
     case wire::Envelope::kError:
       if (env.error().fatal()) return StatusFromWireError(env.error());
       if (env.error().code() == wire::ERROR_INPUT_CLOSED) input.OnClosedByChild();
+      requests.OnError(env.request_id(), StatusFromWireError(env.error()));
       return absl::OkStatus();
     case wire::Envelope::kStatus:
       fx->terminate_settled = requests.OnStatus(env.request_id(), env.status()) || fx->terminate_settled;
       return absl::OkStatus();
     case wire::Envelope::kPong:
+      requests.OnPong(env.request_id());
       if (env.pong().ticket().expires_at() > ticket.expires_at()) ticket = env.pong().ticket();
       return absl::OkStatus();
     case wire::Envelope::kWelcome:

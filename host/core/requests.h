@@ -3,7 +3,11 @@
 // A handle sends at most one Terminate (concurrent callers share it, and its
 // outcome is kept) and any number of StatusRequests (one per waiting
 // caller). Replies match by request id; a request sent again after a
-// reconnect answers under its first id (an alias).
+// reconnect answers under its first id (an alias). Signal and Resize have
+// no reply of their own on success: each is followed by a Ping on the same
+// attachment, whose Pong says the supervisor acted on it (it handles frames
+// in order and answers in request order; a refusal is an Error carrying
+// the request's id, before the Pong).
 #pragma once
 
 #include <cstdint>
@@ -42,6 +46,19 @@ class Requests {
   std::vector<std::uint64_t> StatusPending() const;
   void StatusResent(std::uint64_t new_id, std::uint64_t first_id) { alias_[new_id] = first_id; }
 
+  // Signal and Resize: `request_id` was sent, then the Ping `ping_id`.
+  void ActedSent(std::uint64_t request_id, std::uint64_t ping_id) {
+    acted_[request_id];
+    acted_ping_[ping_id] = request_id;
+  }
+  // nullopt while unanswered; OK once the supervisor acted; else its refusal.
+  std::optional<absl::Status> Acted(std::uint64_t request_id) const;
+  void ForgetActed(std::uint64_t request_id);
+  // A Pong (request_id: its Ping's id).
+  void OnPong(std::uint64_t request_id);
+  // A non-fatal Error refusing request `request_id`.
+  void OnError(std::uint64_t request_id, absl::Status st);
+
   // A Status body from the supervisor answers a status request or
   // acknowledges the terminate request. Returns true when it settled the
   // terminate request.
@@ -53,6 +70,8 @@ class Requests {
   unsigned terminate_grace_ms_ = 0;
   std::map<std::uint64_t, wire::ProcessState> status_;  // first id -> reply (phase UNSPECIFIED: waiting)
   std::map<std::uint64_t, std::uint64_t> alias_;        // resent id -> first id
+  std::map<std::uint64_t, std::optional<absl::Status>> acted_;  // signal/resize id -> outcome
+  std::map<std::uint64_t, std::uint64_t> acted_ping_;            // its ping's id -> signal/resize id
 };
 
 }  // namespace tether::core

@@ -25,6 +25,8 @@ namespace tether {
 // the attachment; if it does not within this time the channel is closed
 // from our side.
 inline constexpr auto kCloseAfterExitTimeout = std::chrono::seconds(5);
+// How long a Signal or Resize waits for the supervisor to act on it.
+inline constexpr auto kActedTimeout = std::chrono::seconds(30);
 
 struct Process::State : std::enable_shared_from_this<Process::State> {
   State(std::shared_ptr<Transport> owner, core::OutputConfig output, bool stdin_pipe)
@@ -53,6 +55,17 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   void FlushAck();
   // The exit reached its reader: acknowledge it so the supervisor cleans up.
   void AckExit();
+  // Sends a Signal or Resize (`request`; `what` names it in errors) and
+  // waits until the supervisor acted on it (core::Requests::ActedSent) or
+  // refused it. While the channel is being reattached it waits for the new
+  // attachment; a request that never left this host when its attachment
+  // broke is sent again on the next one. One that did leave may or may
+  // not have been acted on, and the supervisor does not deduplicate
+  // requests (PROTOCOL.md Open point 6): it is never sent again and the
+  // result is OUTCOME_UNKNOWN, as when no answer comes within 30 s. If the
+  // exit arrives first the result is `after_exit`.
+  boost::asio::awaitable<absl::Status> SendActed(wire::Envelope request, const char* what,
+                                                 absl::Status after_exit);
   // Why input is refused now, or OK.
   absl::Status InputAllowed() const;
   // Takes a place in the input queue and waits until it is first and

@@ -107,7 +107,12 @@ class Process {
   // before the exit was observed (never a guessed status).
   boost::asio::awaitable<absl::StatusOr<ExitStatus>> Wait();
 
-  // Sends `signal` to the child's process group. kNotFound once it exited.
+  // Sends `signal` to the child's process group and returns once the
+  // supervisor sent it (kNotFound once it exited). If the connection breaks
+  // before the supervisor confirmed it, a signal that never left this host
+  // is sent through the next attachment; one that may have reached the
+  // supervisor is never sent again (it could arrive twice) and the result
+  // is kUnknown (OUTCOME_UNKNOWN), as when no confirmation comes within 30 s.
   boost::asio::awaitable<absl::Status> Signal(int signal);
   // The same by name: "SIGTERM", "TERM" or "15".
   boost::asio::awaitable<absl::Status> Signal(std::string_view name);
@@ -121,7 +126,9 @@ class Process {
   boost::asio::awaitable<absl::Status> Terminate(unsigned grace_ms);
 
   // Changes the terminal size (the child gets SIGWINCH). UNSUPPORTED
-  // without a pty; kInvalidArgument for a size outside 1..10000.
+  // without a pty; kInvalidArgument for a size outside 1..10000. Returns
+  // once the supervisor applied it; a broken connection is handled as for
+  // Signal (OUTCOME_UNKNOWN when it cannot tell).
   boost::asio::awaitable<absl::Status> Resize(unsigned cols, unsigned rows);
 
   // running | exited | unknown, asking the supervisor (30 s timeout).

@@ -263,5 +263,39 @@ TEST_CASE("requests: a status reply under a resent id answers the first; termina
   CHECK(r.terminate_result()->ok());
 }
 
+TEST_CASE("requests: a signal is acted on once the pong of the ping after it arrives; a refusal comes first") {
+  core::ProcessCore c = Attached(core::OutputConfig{}, false);
+  core::Effects fx;
+  c.requests.ActedSent(40, 41);
+  wire::Envelope pong;
+  pong.set_generation(1);
+  pong.set_request_id(99);  // a keepalive's
+  pong.mutable_pong();
+  REQUIRE(c.Handle(pong, 1, &fx).ok());
+  CHECK(!c.requests.Acted(40));
+  pong.set_generation(0);  // replayed from an earlier attachment
+  pong.set_request_id(41);
+  REQUIRE(c.Handle(pong, 1, &fx).ok());
+  CHECK(!c.requests.Acted(40));
+  pong.set_generation(1);
+  REQUIRE(c.Handle(pong, 1, &fx).ok());
+  REQUIRE(c.requests.Acted(40));
+  CHECK(c.requests.Acted(40)->ok());
+  c.requests.ForgetActed(40);
+  CHECK(!c.requests.Acted(40));
+
+  c.requests.ActedSent(50, 51);
+  wire::Envelope refused;
+  refused.set_generation(1);
+  refused.set_request_id(50);
+  refused.mutable_error()->set_code(wire::ERROR_NOT_FOUND);
+  refused.mutable_error()->set_request_id(50);
+  REQUIRE(c.Handle(refused, 1, &fx).ok());
+  pong.set_request_id(51);
+  REQUIRE(c.Handle(pong, 1, &fx).ok());
+  REQUIRE(c.requests.Acted(50));
+  CHECK(absl::IsNotFound(*c.requests.Acted(50)));
+}
+
 }  // namespace
 }  // namespace tether

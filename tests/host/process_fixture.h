@@ -247,6 +247,7 @@ class LossyTransport final : public internal::ForwardingTransport {
     co_return std::unique_ptr<Channel>(std::move(lossy));
   }
   void StartDropping() { drop_ = true; }
+  void StopDropping() { drop_ = false; }
   void Cut() { last_->Cut(); }
 
  private:

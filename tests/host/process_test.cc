@@ -840,6 +840,74 @@ TEST_CASE("a terminate whose acknowledgement is lost is OUTCOME_UNKNOWN, saved a
   });
 }
 
+// Found under fault injection (conformance.daytona-faults, signal.group):
+// Signal returned OK once its frame was queued, and a channel that broke
+// before delivering it lost it for good. The supervisor does not deduplicate
+// requests, so a Signal that may have left this host is never resent.
+TEST_CASE("a signal the channel swallows before a reattach is OUTCOME_UNKNOWN, never OK, and not sent again") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto lossy_owner = std::make_shared<LossyTransport>(t);
+    LossyTransport& lossy = *lossy_owner;
+    StartOptions o = Opts();
+    o.argv = V("sh", "-c", "trap 'echo got' USR1; echo ready; while :; do sleep 0.05; done");
+    o.reconnect = true;
+    auto p = co_await Process::Start(lossy, o);
+    REQUIRE(p.ok());
+    // The trap is set once "ready" is here (left unread: ReadAll takes it).
+    for (int i = 0; i < 3000 && (*p)->unread_bytes() < 6; ++i) co_await Sleep(std::chrono::milliseconds(5));
+    REQUIRE((*p)->unread_bytes() >= 6);
+    lossy.StartDropping();  // the Signal frame goes into a black hole
+    asio::steady_timer cut(co_await asio::this_coro::executor, std::chrono::milliseconds(300));
+    cut.async_wait([&lossy](boost::system::error_code ec) {
+      if (!ec) {
+        lossy.StopDropping();
+        lossy.Cut();  // the tunnel reattaches on a new channel
+      }
+    });
+    absl::Status st = co_await (*p)->Signal(SIGUSR1);
+    CHECK(ErrorCodeOf(st) == ErrorCode::kOutcomeUnknown);
+    for (int i = 0; i < 300 && (*p)->reconnects() == 0; ++i) co_await Sleep(std::chrono::milliseconds(10));
+    CHECK((*p)->reconnects() >= 1);
+    co_await Sleep(std::chrono::milliseconds(300));  // a resent signal would have arrived by now
+    CHECK((co_await (*p)->Terminate(100)).ok());
+    Output rest = co_await ReadAll(**p);
+    CHECK(rest.out == "ready\n");  // swallowed, and not sent again
+    auto e = co_await (*p)->Wait();
+    REQUIRE(e.ok());
+    CHECK(e->signal == SIGTERM);
+  });
+}
+
+TEST_CASE("a signal sent as the channel breaks reaches the child exactly once through the next attachment") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto lossy_owner = std::make_shared<LossyTransport>(t);
+    LossyTransport& lossy = *lossy_owner;
+    StartOptions o = Opts();
+    o.argv = V("sh", "-c", "trap 'echo got' USR1; echo ready; while :; do sleep 0.05; done");
+    o.reconnect = true;
+    auto p = co_await Process::Start(lossy, o);
+    REQUIRE(p.ok());
+    // The trap is set once "ready" is here (left unread: ReadAll takes it).
+    for (int i = 0; i < 3000 && (*p)->unread_bytes() < 6; ++i) co_await Sleep(std::chrono::milliseconds(5));
+    REQUIRE((*p)->unread_bytes() >= 6);
+    // Cut while the frame is only queued: the session closes before its
+    // writer hands it to the channel, so it provably never left this host.
+    lossy.Cut();
+    absl::Status st = co_await (*p)->Signal(SIGUSR1);
+    CHECK(st.ok());
+    CHECK((*p)->reconnects() >= 1);
+    co_await Sleep(std::chrono::milliseconds(300));  // a second delivery would show by now
+    CHECK((co_await (*p)->Terminate(100)).ok());
+    Output rest = co_await ReadAll(**p);
+    CHECK(rest.out == "ready\ngot\n");  // once
+    auto e = co_await (*p)->Wait();
+    REQUIRE(e.ok());
+    CHECK(e->signal == SIGTERM);
+  });
+}
+
 TEST_CASE("a control handle sees the exit without taking it; a later reopen gets the output and the exit") {
   Sandbox sb;
   sb.Run([](Transport& t) -> awaitable<void> {

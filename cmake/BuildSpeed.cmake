@@ -1,0 +1,117 @@
+# How the host build stays fast on two cores (issue 29). Nothing here changes
+# what is compiled or checked; only how long it takes:
+#
+#   TETHER_CCACHE  compile through ccache when it is installed. Its cache is
+#                  ${TETHER_CACHE_DIR}/ccache (outside the clone, shared by
+#                  every clone and preset on the machine, safe to delete);
+#                  paths are made relative to the source tree, so a second
+#                  clone hits on every translation unit that has no
+#                  precompiled header.
+#   TETHER_PCH     GCC only: each target of three or more C++ sources
+#                  precompiles the headers nearly every host file includes
+#                  (Asio's coroutine headers, abseil's Status, the standard
+#                  containers; Boost.JSON where the target links it). Parsing
+#                  them was a third of a typical translation unit's time
+#                  (4.9 of 15.3 s for host/native/e2b/envd_channel.cc).
+#   TETHER_FAST_LINKER  link with mold when the compiler accepts it (Debian's
+#                  mold; setup.sh installs it), else lld, else the default.
+#
+# tether_build_speed() applies the last two to every target defined so far;
+# the top-level CMakeLists.txt calls it once, at its end. The musl supervisor
+# sub-builds (Zig) use none of this: they are a few files, and their
+# missing-include errors are the ones a precompiled header would hide.
+option(TETHER_CCACHE "Compile through ccache when it is installed" ON)
+option(TETHER_PCH "Precompile the common headers per target (GCC)" ON)
+option(TETHER_FAST_LINKER "Link with mold or lld when available" ON)
+
+find_program(TETHER_CCACHE_PROGRAM ccache)
+if(TETHER_CCACHE AND TETHER_CCACHE_PROGRAM)
+  # base_dir + no hashed cwd: the same file in another clone is the same
+  # entry. The sloppiness is what ccache needs to cache with a precompiled
+  # header at all (its documented set for GCC's -include + .gch).
+  set(_tether_ccache
+      "${CMAKE_COMMAND}" -E env
+      "CCACHE_DIR=${TETHER_CACHE_DIR}/ccache"
+      "CCACHE_BASEDIR=${PROJECT_SOURCE_DIR}"
+      CCACHE_NOHASHDIR=1
+      CCACHE_MAXSIZE=8G
+      "CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime"
+      "${TETHER_CCACHE_PROGRAM}")
+  set(CMAKE_C_COMPILER_LAUNCHER ${_tether_ccache})
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${_tether_ccache})
+  unset(_tether_ccache)
+endif()
+
+if(TETHER_FAST_LINKER)
+  include(CheckCXXSourceCompiles)
+  foreach(_linker mold lld)
+    set(CMAKE_REQUIRED_LINK_OPTIONS "-fuse-ld=${_linker}")
+    check_cxx_source_compiles("int main() { return 0; }" TETHER_LINKER_${_linker})
+    unset(CMAKE_REQUIRED_LINK_OPTIONS)
+    if(TETHER_LINKER_${_linker})
+      add_link_options("-fuse-ld=${_linker}")
+      set(TETHER_LINKER "${_linker}")
+      break()
+    endif()
+  endforeach()
+endif()
+
+# The precompiled set: headers that most host, test and provider files
+# include (counted with grep when this was written), none of ours.
+set(_tether_pch_headers
+  <algorithm> <array> <chrono> <cstdint> <cstring> <filesystem> <functional>
+  <memory> <optional> <span> <string> <string_view> <utility> <vector>
+  <boost/asio/any_io_executor.hpp> <boost/asio/as_tuple.hpp>
+  <boost/asio/awaitable.hpp> <boost/asio/co_spawn.hpp> <boost/asio/detached.hpp>
+  <boost/asio/experimental/awaitable_operators.hpp> <boost/asio/io_context.hpp>
+  <boost/asio/post.hpp> <boost/asio/steady_timer.hpp> <boost/asio/this_coro.hpp>
+  <boost/asio/use_awaitable.hpp>
+  <absl/status/status.h> <absl/status/statusor.h> <absl/strings/str_cat.h>)
+
+# Every target in directory $dir and below, into the list named $out.
+function(_tether_targets_below dir out)
+  get_property(_targets DIRECTORY "${dir}" PROPERTY BUILDSYSTEM_TARGETS)
+  get_property(_subdirs DIRECTORY "${dir}" PROPERTY SUBDIRECTORIES)
+  foreach(_sub IN LISTS _subdirs)
+    _tether_targets_below("${_sub}" _more)
+    list(APPEND _targets ${_more})
+  endforeach()
+  set(${out} ${_targets} PARENT_SCOPE)
+endfunction()
+
+function(tether_build_speed)
+  if(NOT TETHER_PCH OR NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    return()
+  endif()
+  _tether_targets_below("${PROJECT_SOURCE_DIR}" _targets)
+  set(_count 0)
+  foreach(_t IN LISTS _targets)
+    get_target_property(_type ${_t} TYPE)
+    if(NOT _type MATCHES "^(STATIC_LIBRARY|SHARED_LIBRARY|MODULE_LIBRARY|OBJECT_LIBRARY|EXECUTABLE)$")
+      continue()
+    endif()
+    get_target_property(_imported ${_t} IMPORTED)
+    if(_imported)
+      continue()
+    endif()
+    get_target_property(_sources ${_t} SOURCES)
+    set(_c_sources ${_sources})
+    list(FILTER _c_sources INCLUDE REGEX "\\.c$")
+    list(FILTER _sources INCLUDE REGEX "\\.(cc|cpp|cxx)$")
+    list(LENGTH _sources _n)
+    get_target_property(_dir ${_t} SOURCE_DIR)
+    if(_n LESS 3 OR _c_sources OR _dir MATCHES "/fuzz$")
+      # The header compile (~5 s) would cost what it saves: small targets
+      # and the fuzzers (decoders with no Asio). C++ only.
+      continue()
+    endif()
+    set(_headers ${_tether_pch_headers})
+    get_target_property(_libs ${_t} LINK_LIBRARIES)
+    if(_libs AND "Boost::json" IN_LIST _libs)
+      list(APPEND _headers <boost/json.hpp>)
+    endif()
+    target_precompile_headers(${_t} PRIVATE ${_headers})
+    math(EXPR _count "${_count} + 1")
+  endforeach()
+  message(STATUS "tether: precompiled headers in ${_count} targets")
+endfunction()

@@ -40,40 +40,10 @@ check() {  # check NAME DETAIL COMMAND...: ok when COMMAND succeeds, else FAIL w
 has() { grep -q -- "$1" <<<"$out"; }    # a line of $out matches $1
 lacks() { ! has "$1"; }
 
-# Defines `hold PATH...` for the script run inside the namespace. Called
-# before anything is mounted over /tmp, /var/tmp, /dev/shm or HOME, it
-# bind-mounts each PATH (an absolute, resolved file or directory) to
-# BASE/N/NAME under a fresh tmpfs on BASE, the first of /mnt /srv /opt /media
-# /boot that exists and is not HOME or an ancestor of HOME or of a PATH; the
-# new paths are left in the array `held`. So a build tree under /tmp stays
-# reachable, and the candidate directories tether tries (TMPDIR, /tmp,
-# /var/tmp, /dev/shm, HOME) see exactly the mounts the SETUP makes.
-hold_fn='
-hold() {
-  local base= b p n=0 ok
-  for b in /mnt /srv /opt /media /boot; do
-    if [[ ! -d $b || -L $b ]]; then continue; fi
-    ok=1
-    for p in "$@" "${HOME:-/nonexistent}"; do
-      if [[ $p == "$b" || $p == "$b"/* ]]; then ok=0; fi
-    done
-    if [[ $ok == 1 ]]; then base=$b; break; fi
-  done
-  if [[ -z $base ]]; then
-    echo "hold: no directory to hold $* in (none of /mnt /srv /opt /media /boot fits)" >&2
-    return 1
-  fi
-  mount -t tmpfs -o mode=0755 tether-test-hold "$base"
-  held=()
-  for p in "$@"; do
-    mkdir "$base/$n"
-    if [[ -d $p ]]; then mkdir "$base/$n/${p##*/}"; else : >"$base/$n/${p##*/}"; fi
-    mount --bind "$p" "$base/$n/${p##*/}"
-    held+=("$base/$n/${p##*/}")
-    n=$((n + 1))
-  done
-}
-'
+
+# `hold PATH...` for the namespace script (tests/lib/ns_hold.sh): keeps the
+# build tree reachable before /tmp and the other candidates are mounted over.
+hold_fn=$(<"$(dirname "${BASH_SOURCE[0]}")/../lib/ns_hold.sh")
 
 # in_ns SETUP ARGS...: runs SETUP (mount commands) then `tether ARGS...` in a
 # fresh namespace; /var/tmp, /dev/shm and HOME are fresh tmpfs mounts too, so

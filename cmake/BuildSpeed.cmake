@@ -4,9 +4,9 @@
 #   TETHER_CCACHE  compile through ccache when it is installed. Its cache is
 #                  ${TETHER_CACHE_DIR}/ccache (outside the clone, shared by
 #                  every clone and preset on the machine, safe to delete);
-#                  paths are made relative to the source tree, so a second
-#                  clone hits on every translation unit that has no
-#                  precompiled header.
+#                  paths are made relative to the source tree, so that a
+#                  second clone can hit on what it did not change (a run
+#                  ~45 commits after another: 35% of its calls hit).
 #   TETHER_PCH     GCC only: each target of three or more C++ sources
 #                  precompiles the headers nearly every host file includes
 #                  (Asio's coroutine headers, abseil's Status, the standard
@@ -50,7 +50,6 @@ if(TETHER_FAST_LINKER)
     unset(CMAKE_REQUIRED_LINK_OPTIONS)
     if(TETHER_LINKER_${_linker})
       add_link_options("-fuse-ld=${_linker}")
-      set(TETHER_LINKER "${_linker}")
       break()
     endif()
   endforeach()

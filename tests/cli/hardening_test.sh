@@ -734,11 +734,18 @@ check_L() {
     bg_tether 60 /dev/null "$WORK/l.err" run -- sh -c "$script" "l-$TAG" "$WORK"
     poll 30 ready_or_exited "$WORK/l.ready"
     sleep 0.2
+    # The first signals go while the child still waits for `fire`, so
+    # tether is surely alive for them: a burst that reaches tether does
+    # not depend on how fast a loaded machine runs this loop after fire.
+    sent=0
+    for ((k = 1; k <= 30; k++)); do
+      case $((k % 3)) in 0) sig=HUP ;; 1) sig=TERM ;; 2) sig=INT ;; esac
+      [[ -n $TPID ]] && kill -"$sig" "$TPID" 2>/dev/null && sent=$k
+    done
     : >"$WORK/l.fire"
     # Back-to-back signals while the child runs and exits and tether ends
     # (the window that matters, teardown, is short), at most 20000.
-    sent=0
-    for ((k = 1; k <= 20000; k++)); do
+    for ((k = 31; k <= 20000; k++)); do
       case $((k % 3)) in 0) sig=HUP ;; 1) sig=TERM ;; 2) sig=INT ;; esac
       [[ -n $TPID ]] || break
       kill -"$sig" "$TPID" 2>/dev/null || break
@@ -776,10 +783,12 @@ check_L() {
     bg_tether 60 /dev/null "$WORK/l.err" run --pty -- sh -c "$script" "l-$TAG" "$WORK"
     poll 30 ready_or_exited "$WORK/l.ready"
     sleep 0.2
-    : >"$WORK/l.fire"
+    # Half the burst while the child waits for `fire` (tether surely
+    # alive), half while it exits and tether ends.
     sent=0
     for k in $(seq 1 50); do
       [[ -n $TPID ]] && kill -WINCH "$TPID" 2>/dev/null && sent=$k
+      [[ $k -eq 25 ]] && : >"$WORK/l.fire"
       sleep 0.002
     done
     bg_status

@@ -120,7 +120,7 @@ tether_completion Completion(std::uint64_t token, int op, const absl::Status& st
   c.token = token;
   c.op = op;
   c.error = static_cast<int>(tether::ErrorCodeOf(st));
-  if (!st.ok()) c.message = CopyString(std::string(st.message()));
+  if (!st.ok()) c.message = CopyString(tether::PrintableMessage(st.message()));
   c.state = TETHER_STATE_UNKNOWN;
   return c;
 }
@@ -467,7 +467,7 @@ const char* tether_providers(void) {
 int tether_transport_new(tether_runtime* rt, const char* provider, const char* const* flags, size_t npairs,
                          tether_transport** out, char** message) {
   auto fail = [message](const absl::Status& st) {
-    if (message != nullptr) *message = CopyString(std::string(st.message()));
+    if (message != nullptr) *message = CopyString(tether::PrintableMessage(st.message()));
     return static_cast<int>(tether::ErrorCodeOf(st));
   };
   if (message != nullptr) *message = nullptr;
@@ -592,7 +592,7 @@ int tether_process_reference(tether_process* p, char** out, size_t* size, char**
   absl::StatusOr<std::string> ref =
       OnRuntimeThread(p->rt, [cell]() -> absl::StatusOr<std::string> { return cell->process->Reference(); });
   if (!ref.ok()) {
-    if (message != nullptr) *message = CopyString(std::string(ref.status().message()));
+    if (message != nullptr) *message = CopyString(tether::PrintableMessage(ref.status().message()));
     return static_cast<int>(tether::ErrorCodeOf(ref.status()));
   }
   *out = CopyString(*ref);

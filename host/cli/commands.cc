@@ -270,7 +270,7 @@ asio::awaitable<std::unique_ptr<Process>> StartWithSignals(Transport& t, StartOp
   if (!p.ok()) {
     if (const int sig = signals.setup_signal(); sig != 0) {
       std::fprintf(stderr, "tether: %s during setup: %s\n", SignalName(sig).c_str(),
-                   std::string(p.status().message()).c_str());
+                   PrintableMessage(p.status().message()).c_str());
       *code = 128 + sig;
     } else {
       PrintError(p.status());
@@ -349,7 +349,7 @@ int StartCommand(const RunArgs& args) {
 
 // Prints "tether COMMAND: why" and the usage; returns kExitUsage.
 int UsageError(const std::string& command, const absl::Status& why) {
-  std::fprintf(stderr, "tether %s: %s\n%s", command.c_str(), std::string(why.message()).c_str(), Usage());
+  std::fprintf(stderr, "tether %s: %s\n%s", command.c_str(), PrintableMessage(why.message()).c_str(), Usage());
   return kExitUsage;
 }
 
@@ -385,7 +385,7 @@ int ReferenceCommand(const std::string& command, const std::vector<std::string>&
   if (command == "signal") {
     absl::StatusOr<int> s = ParseSignal(args[1]);
     if (!s.ok()) {
-      std::fprintf(stderr, "tether signal: %s\n", std::string(s.status().message()).c_str());
+      std::fprintf(stderr, "tether signal: %s\n", PrintableMessage(s.status().message()).c_str());
       return kExitUsage;
     }
     sig = *s;
@@ -408,7 +408,7 @@ int ReferenceCommand(const std::string& command, const std::vector<std::string>&
     if (!p.ok()) {
       if (const int sig = signals.setup_signal(); sig != 0) {
         std::fprintf(stderr, "tether %s: %s: %s\n", command.c_str(), SignalName(sig).c_str(),
-                     std::string(p.status().message()).c_str());
+                     PrintableMessage(p.status().message()).c_str());
         co_return 128 + sig;
       }
       PrintError(p.status());

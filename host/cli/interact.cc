@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "host/cli/stdio.h"
 #include "host/internal/forwarding_transport.h"
+#include "tether/errors.h"
 #include "tether/providers.h"
 
 namespace tether::cli {
@@ -48,7 +49,7 @@ void PrepareStdio() {
 bool StdoutWasClosed() { return g_stdout_was_closed; }
 
 void PrintError(const absl::Status& st) {
-  std::fprintf(stderr, "tether: %s\n", std::string(st.message()).c_str());
+  std::fprintf(stderr, "tether: %s\n", PrintableMessage(st.message()).c_str());
 }
 
 int ExitForError(const absl::Status& st) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "host/cli/commands.h"
+#include "tether/errors.h"
 #include "tether/protocol/version.h"
 
 namespace {
@@ -25,7 +26,7 @@ int Main(int argc, char** argv) {
   if (cmd == "run" || cmd == "start") {
     absl::StatusOr<cli::RunArgs> run = cli::ParseRunArgs(rest);
     if (!run.ok()) {
-      std::fprintf(stderr, "tether %s: %s\n%s", cmd.c_str(), std::string(run.status().message()).c_str(),
+      std::fprintf(stderr, "tether %s: %s\n%s", cmd.c_str(), tether::PrintableMessage(run.status().message()).c_str(),
                    cli::Usage());
       return cli::kExitUsage;
     }
@@ -64,7 +65,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     // Resource exhaustion (no descriptors for the event loop, no memory) and
     // anything else unforeseen: a message and 125, never an abort.
-    std::fprintf(stderr, "tether: %s\n", e.what());
+    std::fprintf(stderr, "tether: %s\n", tether::PrintableMessage(e.what()).c_str());
   } catch (...) {
     std::fprintf(stderr, "tether: unexpected failure\n");
   }

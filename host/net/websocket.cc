@@ -64,7 +64,7 @@ asio::awaitable<void> ReadInBackground(std::shared_ptr<WsState> s) {
   } else {
     if (ec == websocket::error::closed) {
       s->close_code = static_cast<int>(s->ws.reason().code);
-      s->close_reason = std::string(s->ws.reason().reason.c_str());
+      s->close_reason = PrintableMessage(s->ws.reason().reason.c_str(), 125);  // (the peer's words)
     }
     s->error = ec;
     s->Close();

@@ -13,9 +13,12 @@
 //   if (tether::ErrorCodeOf(st) == tether::ErrorCode::kInputClosed) { ... }
 #pragma once
 
+#include <cstddef>
+#include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace tether {
 
@@ -66,6 +69,19 @@ absl::Status OutputCapacityError(std::string_view message);
 absl::Status WaitAbortedError(std::string_view message);
 absl::Status InputClosedError(std::string_view message);
 absl::Status BusyError(std::string_view message);
+
+// `message` as text that is safe to print to a terminal, a log or an
+// exception, whatever bytes a hostile server or supervisor put in it: every
+// control character (C0, DEL and the C1 range, so ESC, CSI and OSC cannot
+// start a terminal sequence; also newline, so no fake "tether:" line),
+// every byte of invalid UTF-8, and the bidirectional and zero-width format
+// characters (which reorder or hide text) are written as \xNN or \u{NNNN};
+// valid UTF-8 letters stay as they are. At most kMaxPrintableMessage bytes
+// of output, cut on a character boundary and then marked with "...". The
+// CLI, the C interface (and so Python and TypeScript) pass every message
+// through it before a person sees it.
+inline constexpr std::size_t kMaxPrintableMessage = 2048;
+std::string PrintableMessage(absl::string_view message, std::size_t max_bytes = kMaxPrintableMessage);
 
 // A supervisor Error as a Status ("supervisor: " + its message), through the
 // one wire mapping (host/wire_errors.h).

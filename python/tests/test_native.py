@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 
 import pytest
@@ -67,3 +68,27 @@ async def test_exact_bytes_and_eof_through_a_text_or_one_shot_channel(native):
         p = await sandbox.start(["sleep", "30"])
         await p.signal("TERM")
         assert (await p.wait()).signal == 15
+
+
+async def test_a_lying_endpoint_cannot_put_terminal_control_in_an_exception(tmp_path, monkeypatch):
+    """Error text from a hostile endpoint (tests/lib/hostile_http.py) reaches
+    the exception escaped and bounded: no ESC, BEL, C1 or bidi override."""
+    server = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "lib", "hostile_http.py"),
+                               str(tmp_path), "400", "json"], start_new_session=True)
+    try:
+        for _ in range(500):
+            if (tmp_path / "port").exists():
+                break
+            time.sleep(0.01)
+        url = "http://127.0.0.1:" + (tmp_path / "port").read_text()
+        monkeypatch.setenv("BOAT_API_KEY", "boat-key")
+        with pytest.raises(tether.TetherError) as caught:
+            async with tether.connect("boat", sandbox="sbx-1", endpoint=url) as sandbox:
+                await sandbox.start(["true"])
+        text = str(caught.value)
+        assert "PWNED\\x1b]0;owned\\x07" in text  # the server's words arrived, escaped
+        assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or 0x202A <= ord(c) <= 0x202E for c in text)
+        assert len(text) <= 4096
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(timeout=10)

@@ -223,6 +223,18 @@ TEST_CASE("Connect error codes map to Status codes a caller can act on") {
   CHECK(st.code() == absl::StatusCode::kNotFound);
   CHECK(std::string(st.message()).find("no such file") != std::string::npos);
   CHECK(ErrorCodeOf(ParseEndStream("nope", "x")) == ErrorCode::kProtocol);
+  // envd runs in the sandbox: its error text is data, escaped and bounded
+  // (JSON's \u001b is a real ESC once parsed).
+  st = ParseEndStream(
+      absl::StrCat(R"({"error":{"code":"internal\u001b[2J","message":"\u001b]0;owned\u0007)", std::string(4000, 'x'),
+                   R"("}})"),
+      "envd");
+  const std::string m(st.message());
+  CHECK(m.find('\x1b') == std::string::npos);
+  CHECK(m.find('\x07') == std::string::npos);
+  CHECK(m.find("\\x1b]0;owned\\x07") != std::string::npos);
+  CHECK(m.find("internal\\x1b[2J") != std::string::npos);
+  CHECK(m.size() < 700);
   net::Response r{401, {}, R"({"code":"unauthenticated","message":"bad token"})"};
   CHECK(EnvdHttpError(r, "envd").code() == absl::StatusCode::kUnauthenticated);
   r = net::Response{503, {}, R"({"code":"internal","message":"overloaded"})"};

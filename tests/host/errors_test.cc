@@ -2,6 +2,9 @@
 
 #include <doctest.h>
 
+#include <random>
+#include <string>
+
 #include "host/session.h"
 #include "host/wire_errors.h"
 
@@ -97,6 +100,83 @@ TEST_CASE("StatusFromWireError goes through the one mapping") {
   const absl::Status st = StatusFromWireError(e);
   CHECK(ErrorCodeOf(st) == ErrorCode::kInputClosed);
   CHECK(st.message() == "supervisor: stdin after EOF");
+}
+
+TEST_CASE("a supervisor's error text is printable: no escape sequence from inside the sandbox") {
+  wire::Error e;
+  e.set_code(wire::ERROR_INPUT_CLOSED);
+  e.set_message("\x1b]0;owned\x07\x1b[2J");
+  CHECK(StatusFromWireError(e).message() == "supervisor: \\x1b]0;owned\\x07\\x1b[2J");
+}
+
+// True when `s` holds nothing a terminal acts on: printable ASCII, and
+// valid UTF-8 of letters (no C1 control, no bidirectional format).
+bool Inert(std::string_view s) {
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) return false;
+  }
+  for (std::string_view bad : {"\xc2\x80", "\xc2\x9b", "\xc2\x9d", "\xe2\x80\xae", "\xe2\x81\xa6", "\xe2\x80\x8b",
+                               "\xef\xbb\xbf", "\xe2\x80\xa8"}) {
+    if (s.find(bad) != std::string_view::npos) return false;
+  }
+  return true;
+}
+
+TEST_CASE("PrintableMessage escapes every control byte and keeps text") {
+  CHECK(PrintableMessage("sandbox not found") == "sandbox not found");
+  CHECK(PrintableMessage("caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x99\x82") ==
+        "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x99\x82");  // letters and emoji stay
+  CHECK(PrintableMessage("a\nb\rc\td") == "a\\nb\\rc\\td");
+  CHECK(PrintableMessage("\x1b[31mred\x1b[0m") == "\\x1b[31mred\\x1b[0m");
+  CHECK(PrintableMessage(std::string("nul\0here", 8)) == "nul\\x00here");
+  CHECK(PrintableMessage("\x7f") == "\\x7f");
+  // C1 controls as UTF-8 (U+009B is CSI on many terminals), bidi overrides
+  // and zero-width characters (text that reads differently from what it is).
+  CHECK(PrintableMessage("\xc2\x9b" "2J") == "\\u{009b}2J");
+  CHECK(PrintableMessage("evil\xe2\x80\xae" "txt.exe") == "evil\\u{202e}txt.exe");
+  CHECK(PrintableMessage("a\xe2\x80\x8b" "b\xef\xbb\xbf") == "a\\u{200b}b\\u{feff}");
+  // Invalid UTF-8: a lone continuation, an overlong '/', a surrogate, a cut
+  // sequence, past U+10FFFF: each byte as \xNN.
+  CHECK(PrintableMessage("\x80") == "\\x80");
+  CHECK(PrintableMessage("\xc0\xaf") == "\\xc0\\xaf");
+  CHECK(PrintableMessage("\xed\xa0\x80") == "\\xed\\xa0\\x80");
+  CHECK(PrintableMessage("\xe6\x97") == "\\xe6\\x97");
+  CHECK(PrintableMessage("\xf4\x90\x80\x80") == "\\xf4\\x90\\x80\\x80");
+  // Printing is idempotent: an escaped message passes through unchanged.
+  const std::string once = PrintableMessage("\x1b]8;;http://x\x07link\xc2\x9b");
+  CHECK(PrintableMessage(once) == once);
+}
+
+TEST_CASE("PrintableMessage of every byte value and of random bytes is inert") {
+  std::string all;
+  for (int i = 0; i < 256; ++i) all += static_cast<char>(i);
+  const std::string printed = PrintableMessage(all, 1 << 20);
+  CHECK(Inert(printed));
+  CHECK(printed.find("\\x1b") != std::string::npos);
+  CHECK(printed.find("ABC") != std::string::npos);
+  std::mt19937 rng(7);
+  for (int round = 0; round < 2000; ++round) {
+    std::string bytes(rng() % 64, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng() % 4 == 0 ? 0x80 | rng() % 64 : rng() % 256);
+    const std::string p = PrintableMessage(bytes, 40);
+    CHECK(Inert(p));
+    CHECK(p.size() <= 40);
+  }
+}
+
+TEST_CASE("PrintableMessage bounds its output, cut on a character boundary") {
+  CHECK(PrintableMessage(std::string(5000, 'x')).size() == kMaxPrintableMessage);
+  CHECK(PrintableMessage(std::string(5000, 'x')).ends_with("..."));
+  CHECK(PrintableMessage("abcdef", 6) == "abcdef");
+  CHECK(PrintableMessage("abcdefg", 6) == "abc...");
+  // Never half an escape or half a character before the mark.
+  CHECK(PrintableMessage("ab\x1b" "cdefgh", 8) == "ab...");
+  CHECK(PrintableMessage("\xe6\x97\xa5\xe6\x9c\xac\xe6\x97\xa5", 8) == "\xe6\x97\xa5...");
+  CHECK(PrintableMessage("abc", 2).size() <= 2);
+  // An enormous message costs work in proportion to the bound only.
+  const std::string huge(64 << 20, '\x1b');
+  CHECK(PrintableMessage(huge).size() <= kMaxPrintableMessage);
+  CHECK(PrintableMessage(huge).size() > kMaxPrintableMessage - 8);
 }
 
 }  // namespace

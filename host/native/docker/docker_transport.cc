@@ -54,7 +54,7 @@ std::string EngineMessage(const net::Response& r) {
   json::value v = json::parse(r.body, ec);
   if (!ec && v.is_object()) {
     if (const json::value* m = v.as_object().if_contains("message"); m != nullptr && m->is_string()) {
-      return std::string(m->as_string().subview().substr(0, 512));
+      return PrintableMessage(std::string(m->as_string().subview()), 512);
     }
   }
   std::string s;

@@ -239,11 +239,11 @@ std::optional<absl::Status> ConnectErrorOf(const json::value& v, std::string_vie
   const json::object& o = v.get_object();
   const json::value* code = o.if_contains("code");
   if (code == nullptr || !code->is_string()) return std::nullopt;
-  std::string message(StringOf(o.if_contains("message")));
-  if (message.size() > 512) message.resize(512);
-  const std::string code_name(code->get_string());
+  // envd runs inside the sandbox: its words are data, escaped and bounded.
+  const std::string message = PrintableMessage(std::string(StringOf(o.if_contains("message"))), 512);
+  const std::string code_name = PrintableMessage(std::string(code->get_string()), 64);
   return absl::Status(StatusCodeOfConnect(code_name),
-                      absl::StrCat(A(what), ": ", message.empty() ? code_name : message, " (", code_name.substr(0, 64), ")"));
+                      absl::StrCat(A(what), ": ", message.empty() ? code_name : message, " (", code_name, ")"));
 }
 }  // namespace
 

@@ -9,7 +9,8 @@
 # E2B, Boat, Daytona and Runloop adapters with an error whose text carries
 # an OSC title change, a screen clear, colours, a C1 CSI, a right-to-left
 # override, NUL, a carriage return and fake "tether:" lines; as JSON (the
-# usual API error), as plain text, and followed by 4 MiB. Each check also
+# usual API error), as plain text, and followed by 4 MiB; and a 302 and a
+# 307 whose Location must not be followed. Each check also
 # requires that the hostile text did reach the message (escaped), so that
 # it cannot pass because the server's words were dropped.
 set -euo pipefail
@@ -64,7 +65,7 @@ declare -A flags=(
 export E2B_API_KEY=e2b_key-hostile BOAT_API_KEY=boat-key-hostile DAYTONA_API_KEY=dtn-key-hostile \
   RUNLOOP_API_KEY=ak-key-hostile
 
-for answer in "400 json" "500 text" "403 huge" "404 json"; do
+for answer in "400 json" "500 text" "403 huge" "404 json" "302 redirect" "307 redirect"; do
   # shellcheck disable=SC2086
   start_server $answer
   for provider in e2b boat daytona runloop; do
@@ -93,6 +94,15 @@ for answer in "400 json" "500 text" "403 huge" "404 json"; do
       pass "$name: stderr is bounded ($size bytes)"
     else
       fail "$name: stderr is bounded" "$size bytes"
+    fi
+    if [[ $answer == *redirect ]]; then
+      # No provider documents a redirect: none is followed, with the
+      # credentials or at all (the server saw requests, none redirected).
+      if grep -q ' /redirected' "$WORK/requests"; then
+        fail "$name: no redirect is followed" "$(cat "$WORK/requests")"
+      else
+        pass "$name: no redirect is followed"
+      fi
     fi
     # The server's words are there, escaped: the checks above saw them.
     if grep -q 'PWNED\\x1b]0;owned\\x07' "$WORK/err"; then

@@ -206,6 +206,11 @@ case $target in
     [[ $status -eq 0 ]] || tail -c 3000 "$work/e2b/emulator.log" >&2
     echo "e2b emulator: $(grep -c ' -> ' "$work/e2b/requests.log" || true) requests"
     if [[ $target == e2b-faults ]]; then faults_fired e2b "$work/e2b/requests.log" "$spec" || status=1; fi
+    # The emulator's own check: the account API key sent to envd.
+    if grep ' VIOLATION ' "$work/e2b/requests.log" >&2; then
+      echo "FAIL: e2b emulator: the calls above broke a rule (VIOLATION lines)" >&2
+      status=1
+    fi
     # SIGTERM: the emulator kills the process groups it started.
     kill -TERM "$e2b_pid" 2>/dev/null || true
     wait "$e2b_pid" 2>/dev/null || true

@@ -720,6 +720,15 @@ async function handle(req, res) {
   const isRpc = p.startsWith('/process.Process/') || p.startsWith('/filesystem.Filesystem/');
   const isEnvd = isRpc || p === '/files' || p === '/health';
   if (!isEnvd) return handleControl(req, res, url);
+  // envd runs inside the sandbox, where sandbox code can read what reaches
+  // it: the account API key must never go there (envd has its own access
+  // token). Logged as a VIOLATION line, which fails the conformance run.
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (name === 'x-api-key' || String(value).includes(API_KEY)) {
+      log.line(label, 'VIOLATION', 'credential', `the account API key reached envd in ${name}`);
+      process.stderr.write(`e2b emulator: VIOLATION credential: ${label} the API key in ${name}\n`);
+    }
+  }
   if (!debugEnvd) {
     // The edge proxy routes envd calls by these headers (EMULATORS.md: the
     // SDK sends both on every call, the port is envd's 49983). What it

@@ -10,6 +10,9 @@ request with STATUS and a body of KIND:
   json  {"message": HOSTILE, "code": HOSTILE}   (what most APIs send)
   text  HOSTILE as text/plain
   huge  HOSTILE followed by 4 MiB of "A", as text/plain
+  redirect  Location: /redirected/... (same origin) and Location to
+        another origin on the second request: a client must follow
+        neither (no provider documents a redirect)
 
 HOSTILE is error text a sandbox that owns its endpoint could send to rewrite
 the user's terminal: an OSC title change, a screen clear, colours, C1 CSI,
@@ -32,6 +35,8 @@ def main():
         ctype = "application/json"
     elif kind == "text":
         body, ctype = HOSTILE_BYTES, "text/plain"
+    elif kind == "redirect":
+        body, ctype = HOSTILE_BYTES, "text/plain"
     else:
         body, ctype = HOSTILE_BYTES + b"A" * (4 << 20), "text/plain"
 
@@ -45,6 +50,9 @@ def main():
             with open(os.path.join(out_dir, "requests"), "a") as f:
                 f.write(f"{self.command} {self.path}\n")
             self.send_response(status)
+            if kind == "redirect":
+                self.send_header("Location", "/redirected" + self.path if self.path.count("/") < 8
+                                 else "http://127.0.0.2:9/elsewhere")
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()

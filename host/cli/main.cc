@@ -1,5 +1,6 @@
 // tether: run a process inside a sandbox through the static supervisor.
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <vector>
@@ -60,6 +61,11 @@ int main(int argc, char** argv) {
   // event loop unblocks them): a signal in the first milliseconds must not
   // kill tether either.
   tether::cli::BlockJobSignals();
+  // gRPC (the modal provider) logs its own lines ("E1205 ... Handshake
+  // failed") to our stderr before tether reports the same failure as one
+  // message. Quiet unless the user asked for its logs (GRPC_VERBOSITY set);
+  // read by gRPC when it starts, later than this.
+  ::setenv("GRPC_VERBOSITY", "NONE", /*overwrite=*/0);
   try {
     return Main(argc, argv);
   } catch (const std::exception& e) {

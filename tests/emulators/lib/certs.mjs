@@ -3,6 +3,10 @@
 //   ca.pem, ca-key.pem, server.pem (leaf only), server-key.pem, server-chain.pem
 // Usage as a library: `const c = makeCerts(dir)`; as a CLI:
 //   node tests/emulators/lib/certs.mjs DIR   (prints the JSON of paths)
+// TETHER_EMULATOR_CERT=expired or wrong-host in the environment makes the
+// server certificate one a client must refuse: valid only in January 2020
+// (still signed by ca.pem), or for elsewhere.invalid only (no IP, not
+// localhost). tests/cli/tls_test.sh runs every emulator with each.
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -14,6 +18,9 @@ function openssl(args, cwd) {
 }
 
 export function makeCerts(dir) {
+  const kind = process.env.TETHER_EMULATOR_CERT ?? '';
+  if (!['', 'expired', 'wrong-host'].includes(kind)) throw new Error(`TETHER_EMULATOR_CERT=${kind}: expired or wrong-host`);
+  const wrongHost = kind === 'wrong-host';
   fs.mkdirSync(dir, { recursive: true });
   const p = (name) => path.join(dir, name);
   const curve = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
@@ -28,14 +35,30 @@ export function makeCerts(dir) {
     'basicConstraints=critical,CA:FALSE',
     'keyUsage=critical,digitalSignature,keyEncipherment',
     'extendedKeyUsage=serverAuth',
-    'subjectAltName=IP:127.0.0.1,IP:127.0.0.2,DNS:localhost',
+    wrongHost ? 'subjectAltName=DNS:elsewhere.invalid' : 'subjectAltName=IP:127.0.0.1,IP:127.0.0.2,DNS:localhost',
     'subjectKeyIdentifier=hash',
     'authorityKeyIdentifier=keyid',
     '',
   ].join('\n'));
-  openssl(['x509', '-req', '-in', p('server.csr'), '-CA', p('ca.pem'), '-CAkey', p('ca-key.pem'),
-           '-set_serial', '0x' + randomBytes(8).toString('hex'), '-days', '30',
-           '-extfile', p('server-ext.cnf'), '-out', p('server.pem')], dir);
+  if (kind === 'expired') {
+    // `openssl x509 -req` cannot backdate; `openssl ca` can.
+    fs.writeFileSync(p('ca.cnf'), [
+      '[ca]', 'default_ca = d', '[d]', 'database = ca-index.txt', 'new_certs_dir = .', 'serial = ca-serial',
+      'default_md = sha256', 'policy = p', 'unique_subject = no', '[p]', 'commonName = supplied', '',
+    ].join('\n'));
+    fs.writeFileSync(p('ca-index.txt'), '');
+    fs.writeFileSync(p('ca-serial'), randomBytes(8).toString('hex') + '\n');
+    openssl(['ca', '-batch', '-config', p('ca.cnf'), '-cert', p('ca.pem'), '-keyfile', p('ca-key.pem'),
+             '-in', p('server.csr'), '-out', p('server.pem'), '-notext', '-extfile', p('server-ext.cnf'),
+             '-startdate', '20200101000000Z', '-enddate', '20200201000000Z'], dir);
+    for (const f of fs.readdirSync(dir)) {
+      if (/^ca-(index|serial)|^ca\.cnf$|^[0-9A-F]+\.pem$/.test(f)) fs.rmSync(p(f));
+    }
+  } else {
+    openssl(['x509', '-req', '-in', p('server.csr'), '-CA', p('ca.pem'), '-CAkey', p('ca-key.pem'),
+             '-set_serial', '0x' + randomBytes(8).toString('hex'), '-days', '30',
+             '-extfile', p('server-ext.cnf'), '-out', p('server.pem')], dir);
+  }
   fs.rmSync(p('server.csr'));
   fs.writeFileSync(p('server-chain.pem'),
                    Buffer.concat([fs.readFileSync(p('server.pem')), fs.readFileSync(p('ca.pem'))]));

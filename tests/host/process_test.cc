@@ -850,7 +850,7 @@ TEST_CASE("a signal the channel swallows before a reattach is OUTCOME_UNKNOWN, n
     auto lossy_owner = std::make_shared<LossyTransport>(t);
     LossyTransport& lossy = *lossy_owner;
     StartOptions o = Opts();
-    o.argv = V("sh", "-c", "trap 'echo got' USR1; echo ready; while :; do sleep 0.05; done");
+    o.argv = V("sh", "-c", "trap 'echo got' USR1; trap 'echo two' USR2; echo ready; while :; do sleep 0.05; done");
     o.reconnect = true;
     auto p = co_await Process::Start(lossy, o);
     REQUIRE(p.ok());
@@ -869,10 +869,14 @@ TEST_CASE("a signal the channel swallows before a reattach is OUTCOME_UNKNOWN, n
     CHECK(ErrorCodeOf(st) == ErrorCode::kOutcomeUnknown);
     for (int i = 0; i < 300 && (*p)->reconnects() == 0; ++i) co_await Sleep(std::chrono::milliseconds(10));
     CHECK((*p)->reconnects() >= 1);
-    co_await Sleep(std::chrono::milliseconds(300));  // a resent signal would have arrived by now
+    // An anchor instead of a pause: USR2 goes after any resent USR1 on the
+    // same ordered channel, and the shell runs pending traps in signal
+    // order, so a resent USR1 would print "got" before "two".
+    CHECK((co_await (*p)->Signal(SIGUSR2)).ok());
+    for (int i = 0; i < 3000 && (*p)->unread_bytes() < 10; ++i) co_await Sleep(std::chrono::milliseconds(5));
     CHECK((co_await (*p)->Terminate(100)).ok());
     Output rest = co_await ReadAll(**p);
-    CHECK(rest.out == "ready\n");  // swallowed, and not sent again
+    CHECK(rest.out == "ready\ntwo\n");  // swallowed, and not sent again
     auto e = co_await (*p)->Wait();
     REQUIRE(e.ok());
     CHECK(e->signal == SIGTERM);
@@ -885,7 +889,7 @@ TEST_CASE("a signal sent as the channel breaks reaches the child exactly once th
     auto lossy_owner = std::make_shared<LossyTransport>(t);
     LossyTransport& lossy = *lossy_owner;
     StartOptions o = Opts();
-    o.argv = V("sh", "-c", "trap 'echo got' USR1; echo ready; while :; do sleep 0.05; done");
+    o.argv = V("sh", "-c", "trap 'echo got' USR1; trap 'echo two' USR2; echo ready; while :; do sleep 0.05; done");
     o.reconnect = true;
     auto p = co_await Process::Start(lossy, o);
     REQUIRE(p.ok());
@@ -898,10 +902,12 @@ TEST_CASE("a signal sent as the channel breaks reaches the child exactly once th
     absl::Status st = co_await (*p)->Signal(SIGUSR1);
     CHECK(st.ok());
     CHECK((*p)->reconnects() >= 1);
-    co_await Sleep(std::chrono::milliseconds(300));  // a second delivery would show by now
+    // The anchor as above: a second USR1 would print "got" again before "two".
+    CHECK((co_await (*p)->Signal(SIGUSR2)).ok());
+    for (int i = 0; i < 3000 && (*p)->unread_bytes() < 14; ++i) co_await Sleep(std::chrono::milliseconds(5));
     CHECK((co_await (*p)->Terminate(100)).ok());
     Output rest = co_await ReadAll(**p);
-    CHECK(rest.out == "ready\ngot\n");  // once
+    CHECK(rest.out == "ready\ngot\ntwo\n");  // once
     auto e = co_await (*p)->Wait();
     REQUIRE(e.ok());
     CHECK(e->signal == SIGTERM);

@@ -353,7 +353,8 @@ int UsageError(const std::string& command, const absl::Status& why) {
   return kExitUsage;
 }
 
-int ReferenceCommand(const std::string& command, const std::vector<std::string>& all_args) {
+int ReferenceCommand(const std::string& command, const std::vector<std::string>& all_args,
+                     const std::function<void(std::size_t)>& hide) {
   ProviderArgs provider;
   std::size_t first = 0;
   while (first < all_args.size()) {
@@ -363,6 +364,11 @@ int ReferenceCommand(const std::string& command, const std::vector<std::string>&
     }
     if (!*p) break;
     ++first;
+  }
+  // REF comes first after the provider options; inline, it is a secret that
+  // /proc/PID/cmdline would show for our whole life. (Copied already.)
+  if (first < all_args.size() && all_args[first] != "-" && !all_args[first].starts_with('@') && hide) {
+    hide(first);
   }
   if (absl::Status st = CheckProviderArgs(provider); !st.ok()) {
     return UsageError(command, st);

@@ -4,6 +4,8 @@
 // `signal`, `kill` and `wait` take.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,8 +76,11 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args);
 int RunCommand(const RunArgs& args);
 int StartCommand(const RunArgs& args);
 // attach REF | status REF | signal REF SIG | kill REF [--grace MS] | wait REF
-// (provider options may come first)
-int ReferenceCommand(const std::string& command, const std::vector<std::string>& args);
+// (provider options may come first). A reference given inline (not @FILE
+// or -) is copied, then `hide(i)` is called with its index in `args`, so
+// that main() can overwrite the process's own copy of it.
+int ReferenceCommand(const std::string& command, const std::vector<std::string>& args,
+                     const std::function<void(std::size_t)>& hide);
 // conformance [provider options] [--only SUBSTRING]
 int ConformanceCommand(const std::vector<std::string>& args);
 

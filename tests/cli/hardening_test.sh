@@ -967,7 +967,44 @@ check_R() {
   fi
 }
 
-for letter in ${TETHER_HARDENING_ONLY:-A B C D E F G H I J K L M N O P Q R}; do
+# S. A reference given in argv leaves /proc/PID/cmdline once it was read:
+# a long-lived `wait` or `attach` shows every other user no secret.
+# (`status`, `signal` and `kill` take the same path, too briefly to catch.)
+check_S() {
+  local cmd secret tp cmdline
+  start_job s --no-stdin -- sh -c 'echo started; exec sleep 100' "s-$TAG"
+  if [[ -z $REF ]]; then
+    fail "S a reference in argv is gone from /proc/PID/cmdline" "the job did not start"
+    return
+  fi
+  secret=$(json_field "$WORK/s.ref" secret)
+  for cmd in wait attach; do
+    bg_tether 60 "$WORK/s.$cmd.out" "$WORK/s.$cmd.err" "$cmd" "$REF"
+    tp=$TPID
+    # Waiting: it has attached and written the job's output.
+    if [[ -z $tp ]] || ! poll 20 grep -q started "$WORK/s.$cmd.out"; then
+      fail "S $cmd \$REF: the reference's secret is gone from /proc/PID/cmdline" \
+        "tether never got to waiting: $(err_of "s.$cmd")"
+    else
+      cmdline=$(tr '\0' ' ' <"/proc/$tp/cmdline" 2>/dev/null)
+      if [[ $cmdline == *" $cmd "* && $cmdline != *"$secret"* && $cmdline != *"secret"* ]]; then
+        pass "S $cmd \$REF: the reference's secret is gone from /proc/PID/cmdline"
+      else
+        fail "S $cmd \$REF: the reference's secret is gone from /proc/PID/cmdline" \
+          "cmdline: $(head -c 300 <<<"$cmdline")"
+      fi
+    fi
+    kill -TERM "$tp" 2>/dev/null # (forwarded to the job: the next round starts a new one)
+    bg_status
+    if [[ $cmd == wait ]]; then
+      start_job s --no-stdin -- sh -c 'echo started; exec sleep 100' "s-$TAG"
+      secret=$(json_field "$WORK/s.ref" secret)
+    fi
+  done
+  run s.kill kill "@$WORK/s.ref" --grace 300
+}
+
+for letter in ${TETHER_HARDENING_ONLY:-A B C D E F G H I J K L M N O P Q R S}; do
   "check_$letter"
 done
 

@@ -1004,7 +1004,107 @@ check_S() {
   run s.kill kill "@$WORK/s.ref" --grace 300
 }
 
-for letter in ${TETHER_HARDENING_ONLY:-A B C D E F G H I J K L M N O P Q R S}; do
+# T. A reader killed mid-way, and resuming at a byte offset.
+# The producer: 88 000 numbered lines (1.32 MB) in 20 paced batches.
+T_PRODUCER='b=0; while [ $b -lt 20 ]; do seq -f "line %09g" $((b * 4400 + 1)) $((b * 4400 + 4400)); b=$((b + 1)); sleep 0.15; done'
+# t_killed_reader NAME: starts the producer as job NAME and a `wait` that
+# appends to $WORK/NAME.out, SIGKILLed once that holds 400 KB. 0 when it
+# was killed mid-way (the job still running).
+t_killed_reader() {
+  local name=$1 tp
+  start_job "$name" --no-stdin -- sh -c "$T_PRODUCER" "t-$TAG"
+  [[ -n $REF ]] || return 1
+  : >"$WORK/$name.out"
+  timeout -k 5 60 "$TETHER" wait "@$WORK/$name.ref" </dev/null >>"$WORK/$name.out" 2>"$WORK/$name.err1" &
+  BG=$!
+  tp=$(tether_child "$BG")
+  poll 30 eval '(($(stat -c %s "$WORK/$name.out") >= 400000))'
+  [[ -n $tp ]] && kill -KILL "$tp" 2>/dev/null
+  bg_status
+  local size
+  size=$(stat -c %s "$WORK/$name.out")
+  ((size >= 400000 && size < 1320000)) || {
+    echo "note  the first reader of $name was not killed mid-way: $size bytes, status $STATUS"
+    return 1
+  }
+}
+# lost_note FILE: a reader's stderr says output was lost.
+lost_note() { grep -Eq 'lost|dropped' "$1"; }
+
+check_T() {
+  seq -f "line %09g" 1 88000 >"$WORK/t.expected"
+  local size
+
+  # T1: exact resume with --stdout-from after a SIGKILLed reader.
+  if t_killed_reader t1; then
+    size=$(stat -c %s "$WORK/t1.out")
+    run t1.resume wait "@$WORK/t1.ref" --stdout-from "$size"
+    cat "$WORK/t1.resume.out" >>"$WORK/t1.out"
+    if [[ $STATUS -eq 0 ]] && cmp -s "$WORK/t1.out" "$WORK/t.expected" && ! lost_note "$WORK/t1.resume.err"; then
+      pass "T1 wait --stdout-from \$(stat -c %s out) after a SIGKILLed reader: the file is exact"
+    else
+      fail "T1 wait --stdout-from \$(stat -c %s out) after a SIGKILLed reader: the file is exact" \
+        "status $STATUS; killed at $size bytes; file $(stat -c %s "$WORK/t1.out") bytes, want $(stat -c %s "$WORK/t.expected")" \
+        "$(cmp "$WORK/t1.out" "$WORK/t.expected" 2>&1 | head -1)" "$(err_of t1.resume)"
+    fi
+  else
+    fail "T1 wait --stdout-from \$(stat -c %s out) after a SIGKILLed reader: the file is exact" "no reader to kill"
+  fi
+
+  # T2: a plain second wait after a SIGKILLed reader: nothing was dropped,
+  # so nothing is said to be lost, and the output ends exactly.
+  if t_killed_reader t2; then
+    run t2.again wait "@$WORK/t2.ref"
+    if [[ $STATUS -eq 0 ]] && ! lost_note "$WORK/t2.again.err" &&
+      [[ $(tail -c 15 "$WORK/t2.again.out") == "line 000088000" ]]; then
+      pass "T2 a second wait after a SIGKILLed reader says nothing was lost (nothing was)"
+    else
+      fail "T2 a second wait after a SIGKILLed reader says nothing was lost (nothing was)" "status $STATUS" \
+        "$(err_of t2.again)" "ends with: $(tail -c 15 "$WORK/t2.again.out")"
+    fi
+  else
+    fail "T2 a second wait after a SIGKILLed reader says nothing was lost (nothing was)" "no reader to kill"
+  fi
+
+  # T3: 3 MB while nobody is attached overflow the 1 MiB ring: the gap is
+  # reported with its size, and what arrives is exactly the newest bytes.
+  start_job t3 --no-stdin -- sh -c 'seq -f "line %09g" 1 200000' "t-$TAG"
+  seq -f "line %09g" 1 200000 >"$WORK/t3.expected"
+  poll 30 eval 'run t3.st status "@$WORK/t3.ref"; [[ $(cat "$WORK/t3.st.out") == "exited 0" ]]'
+  run t3 wait "@$WORK/t3.ref" --stdout-from 0
+  local n total got
+  n=$(sed -n 's/^tether: \([0-9]*\) bytes of stdout were lost.*/\1/p' "$WORK/t3.err")
+  total=$(stat -c %s "$WORK/t3.expected")
+  got=$(stat -c %s "$WORK/t3.out")
+  if [[ $STATUS -eq 0 && -n $n ]] && ((n + got == total)) &&
+    cmp -s "$WORK/t3.out" <(tail -c "$got" "$WORK/t3.expected"); then
+    pass "T3 bytes dropped while nobody was attached are reported with their count ($n)"
+  else
+    fail "T3 bytes dropped while nobody was attached are reported with their count" \
+      "status $STATUS; reported '${n}', received $got, produced $total" "$(err_of t3)"
+  fi
+
+  # T4: bad offsets are usage errors (exit 2), nothing read.
+  start_job t4 --no-stdin -- sh -c 'echo hi; exec sleep 100' "t-$TAG"
+  local v bad=()
+  for v in -1 abc "" 1e3 " 5" 99999999999999999999999; do
+    run t4.bad wait "@$WORK/t4.ref" --stdout-from "$v"
+    [[ $STATUS -eq 2 && ! -s $WORK/t4.bad.out ]] && grep -q -- '--stdout-from' "$WORK/t4.bad.err" ||
+      bad+=("'$v': status $STATUS, $(err_of t4.bad)")
+  done
+  run t4.bad attach "@$WORK/t4.ref" --stderr-from
+  [[ $STATUS -eq 2 ]] || bad+=("--stderr-from without a value: status $STATUS")
+  run t4.bad status "@$WORK/t4.ref" --stdout-from 0
+  [[ $STATUS -eq 2 ]] || bad+=("status --stdout-from: status $STATUS")
+  poll 10 eval 'run t4.st status "@$WORK/t4.ref"; grep -q running "$WORK/t4.st.out"'
+  run t4.beyond wait "@$WORK/t4.ref" --stdout-from 1000
+  [[ $STATUS -eq 2 && ! -s $WORK/t4.beyond.out ]] && grep -q 'beyond' "$WORK/t4.beyond.err" ||
+    bad+=("beyond what was produced: status $STATUS, $(err_of t4.beyond)")
+  check "T4 bad --stdout-from/--stderr-from values are usage errors (exit 2)" "${#bad[@]}" "${bad[@]}"
+  run t4.kill kill "@$WORK/t4.ref" --grace 300
+}
+
+for letter in ${TETHER_HARDENING_ONLY:-A B C D E F G H I J K L M N O P Q R S T}; do
   "check_$letter"
 done
 

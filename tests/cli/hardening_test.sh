@@ -914,34 +914,78 @@ check_P() {
   fi
 }
 
-# Q. `tether kill` ends the job's descendants, even those in new sessions
-# that ignore SIGTERM.
+# Q. `tether kill` ends the job's descendants, even those that escaped its
+# process group and ignore SIGTERM: new sessions (setsid, and setsid -f,
+# whose parent exits at once), a new process group in the same session
+# (setpgrp), and their children; all gone within the grace plus the
+# supervisor's sweep (kOrphanSweepMs, 3 s) plus 2 s for tether itself, ten
+# times over.
+Q_ROUNDS=10
+Q_GRACE_MS=300
+Q_BOUND_MS=$((Q_GRACE_MS + 3000 + 2000))
 check_Q() {
-  local round mark
-  local script='for i in 1 2 3 4 5 6; do
+  local round mark t0 ms left kst worst=0 bad=()
+  local script='for i in 1 2 3; do
       setsid sh -c "trap \"\" TERM; while :; do sleep 1; done" "$1" &
+      setsid -f sh -c "trap \"\" TERM; while :; do sleep 1; done" "$1"
+      perl -e "\$SIG{TERM} = q(IGNORE); setpgrp(0, 0); fork; sleep 1000" "$1" &
     done
     sleep 1000'
-  for round in 1 2 3; do
+  for ((round = 1; round <= Q_ROUNDS; round++)); do
     mark="q$round-$TAG"
     start_job "q$round" --no-stdin -- sh -c "$script" "$mark" "$mark"
-    if ! poll 10 at_least_with 7 "$mark"; then # the job and its six descendants
-      fail "Q kill --grace 300 leaves no descendant (round $round)" \
-        "the job's descendants never appeared: $(pids_with "$mark" | wc -l) of 7 processes"
-      run "q$round.kill" kill "@$WORK/q$round.ref" --grace 300
-      continue
-    fi
-    run "q$round.kill" kill "@$WORK/q$round.ref" --grace 300
-    local kst=$STATUS
-    if [[ $kst -eq 0 ]] && poll 10 none_with "$mark"; then
-      pass "Q kill --grace 300 leaves no descendant (round $round)"
+    # The job, 3 + 3 shells in new sessions, 3 x 2 perls in their own groups.
+    if ! poll 10 at_least_with 13 "$mark"; then
+      bad+=("round $round: the job's descendants never appeared: $(pids_with "$mark" | wc -l) of 13 processes")
+      run "q$round.kill" kill "@$WORK/q$round.ref" --grace "$Q_GRACE_MS"
     else
-      fail "Q kill --grace 300 leaves no descendant (round $round)" "kill status $kst" \
-        "left: $(for p in $(pids_with "$mark"); do printf '%s ' "$p"; done)" "$(err_of "q$round.kill")"
+      t0=$(now_ms)
+      run "q$round.kill" kill "@$WORK/q$round.ref" --grace "$Q_GRACE_MS"
+      kst=$STATUS
+      poll 10 none_with "$mark"
+      ms=$(($(now_ms) - t0))
+      ((ms > worst)) && worst=$ms
+      if [[ $kst -ne 0 ]] || ! none_with "$mark" || ((ms > Q_BOUND_MS)); then
+        bad+=("round $round: kill status $kst, after $ms ms left: $(for p in $(pids_with "$mark"); do
+          printf '%s(%s) ' "$p" "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | head -c 40)"
+        done) $(err_of "q$round.kill")")
+      fi
     fi
-    local left
     for left in $(pids_with "$mark"); do kill -KILL "$left" 2>/dev/null; done
   done
+  check "Q kill --grace $Q_GRACE_MS leaves no escaped descendant within $Q_BOUND_MS ms ($Q_ROUNDS rounds, slowest ${worst} ms)" \
+    "${#bad[@]}" "${bad[@]}"
+
+  # A chain of escapees, each in a new session started by the one before
+  # and ignoring SIGTERM: killing them level by level (each reparented only
+  # once its parent died) took a round per level, so the time grew with the
+  # depth and a loaded machine ran out of sweep. All of it goes at once.
+  local depth=60 chain='trap "" TERM; n=$1
+    if [ "$n" -gt 0 ]; then setsid sh -c "$2" "$0" $((n - 1)) "$2" & fi
+    while :; do sleep 1; done'
+  bad=()
+  worst=0
+  for ((round = 1; round <= 3; round++)); do
+    mark="qc$round-$TAG"
+    start_job "qc$round" --no-stdin -- sh -c "$chain" "$mark" "$depth" "$chain"
+    if ! poll 20 at_least_with $((depth + 1)) "$mark"; then
+      bad+=("round $round: the chain never grew: $(pids_with "$mark" | wc -l) of $((depth + 1)) processes")
+      run "qc$round.kill" kill "@$WORK/qc$round.ref" --grace "$Q_GRACE_MS"
+    else
+      t0=$(now_ms)
+      run "qc$round.kill" kill "@$WORK/qc$round.ref" --grace "$Q_GRACE_MS"
+      kst=$STATUS
+      poll 10 none_with "$mark"
+      ms=$(($(now_ms) - t0))
+      ((ms > worst)) && worst=$ms
+      if [[ $kst -ne 0 ]] || ! none_with "$mark" || ((ms > Q_BOUND_MS)); then
+        bad+=("round $round: kill status $kst, after $ms ms $(pids_with "$mark" | wc -l) of $((depth + 1)) left")
+      fi
+    fi
+    for left in $(pids_with "$mark"); do kill -KILL "$left" 2>/dev/null; done
+  done
+  check "Q kill --grace $Q_GRACE_MS ends a chain of $depth nested setsid escapees within $Q_BOUND_MS ms (slowest ${worst} ms)" \
+    "${#bad[@]}" "${bad[@]}"
 }
 
 # R. Temporary directories: TMPDIR is honoured, and only when absolute.

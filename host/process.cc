@@ -55,6 +55,10 @@ Process::~Process() {
 
 std::int32_t Process::pid() const { return state_->core.pid; }
 bool Process::output_gap() const { return state_->core.output.gap(); }
+OutputMissing Process::output_missing(StreamId stream) const {
+  const int i = stream == StreamId::kStderr ? 1 : 0;
+  return {state_->core.output.dropped(i), state_->core.output.read_earlier(i)};
+}
 bool Process::has_pty() const { return state_->core.output.config().pty; }
 std::size_t Process::unread_bytes() const { return state_->core.output.unread_bytes(); }
 std::uint64_t Process::reconnects() const { return state_->reconnects; }

@@ -462,7 +462,8 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
   if (ref->output_left >= 0) output.finite_limit = static_cast<std::uint64_t>(ref->output_left);
   auto state = std::make_shared<State>(*owner, output, ref->stdin_pipe && !options.control);
   if (ref->output_left >= 0) state->core.output.SetOutputLeft(static_cast<std::uint64_t>(ref->output_left));
-  state->core.output.Resume(ref->stdout_offset, ref->stderr_offset);
+  state->core.output.Resume(options.stdout_from.value_or(ref->stdout_offset),
+                            options.stderr_from.value_or(ref->stderr_offset));
   state->control = options.control;
   state->provider = ref->provider;
   state->sandbox = ref->sandbox;

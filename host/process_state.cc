@@ -55,6 +55,7 @@ void Process::State::AckExit() {
   if (exit_acked || !core.exit || session->closed()) return;
   exit_acked = true;
   ping_timer.cancel();
+  core.output.ReleaseTaken();  // the application is done with what it read
   wire::Envelope env;
   *env.mutable_ack() = core.output.MakeAck(true);
   session->Send(std::move(env));

@@ -26,6 +26,9 @@ wire::ErrorCode FatalCode(const absl::Status& st) {
     case absl::StatusCode::kDeadlineExceeded: return wire::ERROR_EXPIRED;
     case absl::StatusCode::kUnavailable: return wire::ERROR_BUSY;
     case absl::StatusCode::kResourceExhausted: return wire::ERROR_RESOURCE_EXHAUSTED;
+    // A well-formed request for something that is not there (a resume
+    // offset beyond the output): the caller's argument, not a broken peer.
+    case absl::StatusCode::kOutOfRange: return wire::ERROR_INVALID_ARGUMENT;
     default: return wire::ERROR_PROTOCOL;
   }
 }
@@ -123,8 +126,9 @@ absl::Status AttachmentCore::HandleHello(const wire::Envelope& env, std::int64_t
   const std::uint64_t resume[kNumStreams] = {pty ? h.pty_offset() : h.stdout_offset(), h.stderr_offset()};
   for (int i = 0; i < kNumStreams; ++i) {
     if (resume[i] > p_.rings[i].end()) {
-      return absl::InvalidArgumentError(absl::StrCat("hello: resume offset ", resume[i], " is beyond the ",
-                                                     i == 0 ? "stdout" : "stderr", " end ", p_.rings[i].end()));
+      return absl::OutOfRangeError(absl::StrCat("hello: resume offset ", resume[i], " is beyond the ",
+                                                     p_.rings[i].end(), " bytes ", i == 0 ? (pty ? "the terminal" : "stdout") : "stderr",
+                                                     " has produced so far"));
     }
   }
   if (p_.held) {
@@ -148,6 +152,7 @@ absl::Status AttachmentCore::HandleHello(const wire::Envelope& env, std::int64_t
       gap.mutable_output_gap()->set_stream(StreamOf(i, pty));
       gap.mutable_output_gap()->set_from(from);
       gap.mutable_output_gap()->set_to(r.begin());
+      gap.mutable_output_gap()->set_dropped(r.DroppedIn(from, r.begin()));
       Queue(gap);
       from = r.begin();
     }

@@ -262,7 +262,13 @@ int LaunchMain(const protocol::LaunchCommand& cmd, std::vector<std::string> ambi
     if (!sock.ok()) return Report(cmd, wire::ERROR_NOT_FOUND, sock.status());
     return Attach(cmd, *sock, dir, std::move(rest));
   }
-  if (!created.ok()) return Report(cmd, wire::ERROR_INVALID_ARGUMENT, created);
+  if (!created.ok()) {
+    // A file system that is full or out of inodes is the sandbox's limit
+    // (the CLI's 125), not a bad request (a state directory that is not a
+    // private one of ours, exit 2).
+    return Report(cmd, absl::IsResourceExhausted(created) ? wire::ERROR_RESOURCE_EXHAUSTED : wire::ERROR_INVALID_ARGUMENT,
+                  created);
+  }
   // Litter from abandoned setups whose launch never came (best effort).
   RemoveStaleCancelMarkers(dir.substr(0, dir.rfind('/')), kStaleMarkerSeconds);
   // (A few per launch: dead daemons are rare, live ones are woken by a probe.)

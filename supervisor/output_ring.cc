@@ -37,8 +37,28 @@ void OutputRing::Release(std::uint64_t offset) {
 }
 
 std::uint64_t OutputRing::Evict(std::size_t n) {
+  const std::uint64_t from = begin_;
   begin_ += std::min<std::uint64_t>(n, size());
+  if (begin_ == from) return begin_;
+  if (!dropped_ranges_.empty() && dropped_ranges_.back().to == from) {
+    dropped_ranges_.back().to = begin_;  // the same detached spell
+    return begin_;
+  }
+  if (dropped_ranges_.size() == kMaxDroppedRanges) {
+    dropped_ranges_[1].from = dropped_ranges_[0].from;
+    dropped_ranges_.erase(dropped_ranges_.begin());
+  }
+  dropped_ranges_.push_back({from, begin_});
   return begin_;
+}
+
+std::uint64_t OutputRing::DroppedIn(std::uint64_t from, std::uint64_t to) const {
+  std::uint64_t n = 0;
+  for (const Range& r : dropped_ranges_) {
+    const std::uint64_t lo = std::max(from, r.from), hi = std::min(to, r.to);
+    if (lo < hi) n += hi - lo;
+  }
+  return n;
 }
 
 }  // namespace tether::supervisor

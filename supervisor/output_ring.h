@@ -4,7 +4,10 @@
 // has not yet acknowledged. The child's pipe is read only into free space, so
 // a full ring stops reading and the child blocks (backpressure, nothing lost).
 // Evict() is the detached policy: drop the oldest bytes to keep the newest;
-// the dropped range is a gap the host is told about.
+// the dropped range is a gap the host is told about. Bytes below begin()
+// were either acknowledged (delivered to some attachment) or dropped; the
+// ring remembers which ranges were dropped, so that a reattach that resumes
+// below begin() is told how many bytes were really lost.
 #pragma once
 
 #include <cstddef>
@@ -12,12 +15,18 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <vector>
 
 namespace tether::supervisor {
 
 inline constexpr std::size_t kDefaultRingBytes = 1 << 20;  // per stream
 inline constexpr std::size_t kMinRingBytes = 4096;
 inline constexpr std::size_t kMaxRingBytes = 64u << 20;
+// Dropped ranges remembered per stream (one per detached spell that
+// overflowed the ring, merged when adjacent). Past this many the two
+// oldest merge, counting the acknowledged bytes between them as dropped
+// too: a loss may be overstated, never hidden. 16 bytes each.
+inline constexpr std::size_t kMaxDroppedRanges = 64;
 
 class OutputRing {
  public:
@@ -43,13 +52,22 @@ class OutputRing {
   // Drops the oldest `n` bytes (detached mode). Returns the new begin().
   std::uint64_t Evict(std::size_t n);
 
+  // How many bytes in [from, to) Evict() dropped (the rest of what lies
+  // below begin() was acknowledged). Never less than the truth.
+  std::uint64_t DroppedIn(std::uint64_t from, std::uint64_t to) const;
+
  private:
+  struct Range {
+    std::uint64_t from, to;
+  };
+
   std::size_t Index(std::uint64_t offset) const { return static_cast<std::size_t>(offset % capacity_); }
 
   std::size_t capacity_;
   std::unique_ptr<char[]> buf_;  // allocated on first write: idle processes cost nothing
   std::uint64_t begin_ = 0;
   std::uint64_t end_ = 0;
+  std::vector<Range> dropped_ranges_;  // ascending, disjoint, at most kMaxDroppedRanges
 };
 
 }  // namespace tether::supervisor

@@ -4,10 +4,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 namespace tether::supervisor {
 namespace {
@@ -124,6 +126,41 @@ std::optional<std::vector<pid_t>> ChildrenOfByTasks(pid_t parent) {
 std::vector<pid_t> ChildrenOf(pid_t parent) {
   if (std::optional<std::vector<pid_t>> fast = ChildrenOfByTasks(parent)) return *std::move(fast);
   return ChildrenOfByScan(parent);
+}
+
+std::vector<pid_t> DescendantsOf(pid_t root) {
+  std::vector<pid_t> out;
+  if (std::optional<std::vector<pid_t>> first = ChildrenOfByTasks(root)) {
+    // Breadth first, each process's own lists: the walk costs the tree.
+    out = *std::move(first);
+    for (std::size_t i = 0; i < out.size() && out.size() < kMaxDescendants; ++i) {
+      if (std::optional<std::vector<pid_t>> more = ChildrenOfByTasks(out[i])) {
+        out.insert(out.end(), more->begin(), more->end());
+      }
+    }
+  } else {
+    // No lists: one scan for every process's parent, then the tree.
+    std::vector<std::pair<pid_t, pid_t>> parent_child;
+    if (DIR* d = ::opendir("/proc")) {
+      while (dirent* e = ::readdir(d)) {
+        pid_t pid = 0;
+        if (!ParseNumber(std::string_view(e->d_name), &pid) || pid <= 0) continue;
+        if (const std::optional<ProcStat> st = ReadProcStat(pid)) parent_child.emplace_back(st->ppid, pid);
+      }
+      ::closedir(d);
+    }
+    std::sort(parent_child.begin(), parent_child.end());
+    std::vector<pid_t> frontier{root};
+    for (std::size_t i = 0; i < frontier.size() && out.size() < kMaxDescendants; ++i) {
+      auto it = std::lower_bound(parent_child.begin(), parent_child.end(), std::pair<pid_t, pid_t>(frontier[i], 0));
+      for (; it != parent_child.end() && it->first == frontier[i]; ++it) {
+        out.push_back(it->second);
+        frontier.push_back(it->second);
+      }
+    }
+  }
+  if (out.size() > kMaxDescendants) out.resize(kMaxDescendants);
+  return out;
 }
 
 }  // namespace tether::supervisor

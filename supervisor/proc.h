@@ -1,5 +1,5 @@
 // What /proc says about a process: its parent, state, group and session, and
-// which processes are children of a given one. One parser for
+// which processes are children (or descendants) of a given one. One parser for
 // /proc/<pid>/stat, used by the daemon's orphan sweep and by the tests.
 //
 //   for (pid_t p : ChildrenOf(::getpid())) ::kill(p, SIGKILL);
@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -37,6 +38,14 @@ std::optional<ProcStat> ReadProcStat(pid_t pid);
 // is its children's number, not the sandbox's (a terminate's sweep with
 // thousands of processes beside it); else by reading every /proc/PID/stat.
 std::vector<pid_t> ChildrenOf(pid_t parent);
+
+// Every descendant of `root` (its children, theirs, ...), zombies included,
+// each parent before its children; at most kMaxDescendants. A process
+// forked while the walk goes on may be missing (a sweep's next round finds
+// it). From the children lists where the kernel has them, else from one
+// scan of /proc.
+inline constexpr std::size_t kMaxDescendants = 1 << 16;
+std::vector<pid_t> DescendantsOf(pid_t root);
 
 // The two ways, for tests: every thread's /proc/PARENT/task/TID/children
 // (nullopt when the kernel has no such files), and the full scan.

@@ -22,10 +22,13 @@
 
 namespace tether::supervisor {
 
-// Terminate's sweep of what escaped the child's group: how long it goes on
-// killing and reaping while processes keep being reparented to us, and the
-// pauses between its rounds (doubling from the first).
+// Terminate's sweep of what escaped the child's group: it goes on killing
+// and reaping until nothing of ours is left, giving up only after
+// kOrphanSweepMs in which no process died (one that cannot die, stuck in
+// the kernel), or after kOrphanSweepMaxMs in all (a tree that keeps
+// growing); the pauses between its rounds double from the first.
 inline constexpr std::chrono::milliseconds kOrphanSweepMs{3000};
+inline constexpr std::chrono::milliseconds kOrphanSweepMaxMs{30000};
 inline constexpr std::chrono::milliseconds kOrphanSweepFirstPause{5};
 inline constexpr std::chrono::milliseconds kOrphanSweepMaxPause{100};
 
@@ -34,6 +37,10 @@ inline constexpr std::chrono::milliseconds kOrphanSweepMaxPause{100};
 // when their parent died. Returns how many there were, zombies included
 // (they are ours until reaped).
 std::size_t SignalOrphans(int sig);
+// Sends `sig` to every descendant of ours (DescendantsOf): orphans, and
+// what they started, which would be reparented to us only once its own
+// parent died. Returns how many there were, zombies included.
+std::size_t SignalDescendants(int sig);
 
 class Reaper {
  public:
@@ -64,7 +71,9 @@ class Reaper {
   pid_t child_ = -1;
   bool stopped_ = false;
   bool sweeping_ = false;
-  std::chrono::steady_clock::time_point deadline_;
+  std::chrono::steady_clock::time_point deadline_;  // kOrphanSweepMs after the last death
+  std::chrono::steady_clock::time_point end_;       // kOrphanSweepMaxMs after the start
+  std::size_t left_ = 0;                            // descendants the last round found
   std::chrono::milliseconds pause_ = kOrphanSweepFirstPause;
 };
 

@@ -18,6 +18,12 @@ namespace tether::supervisor {
 namespace {
 
 absl::Status Errno(const char* what, const std::string& path, int err) {
+  if (err == ENOSPC || err == EDQUOT) {
+    // A file system without free blocks or free inodes (both are ENOSPC;
+    // `df -i` shows the inodes): the sandbox's limits, not a bad request.
+    return absl::ResourceExhaustedError(absl::StrCat(what, " ", path, ": ", std::strerror(err),
+                                                     " (no free space or no free inodes)"));
+  }
   return absl::Status(err == EEXIST ? absl::StatusCode::kAlreadyExists
                       : err == ENOENT ? absl::StatusCode::kNotFound
                                       : absl::StatusCode::kFailedPrecondition,

@@ -17,6 +17,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "host/cli/interact.h"
@@ -313,7 +314,7 @@ int RunCommand(const RunArgs& args) {
     int code = kExitTetherFailure;
     std::unique_ptr<Process> p = co_await StartWithSignals(t, std::move(opts), signals, &code);
     if (!p) co_return code;
-    co_return co_await Interact(*p, args.stdin_pipe, Role::kOwner, signals);
+    co_return co_await Interact(*p, args.stdin_pipe, Role::kOwner, signals, ResumeFrom{});
   });
 }
 
@@ -353,7 +354,8 @@ int UsageError(const std::string& command, const absl::Status& why) {
   return kExitUsage;
 }
 
-int ReferenceCommand(const std::string& command, const std::vector<std::string>& all_args) {
+int ReferenceCommand(const std::string& command, const std::vector<std::string>& all_args,
+                     const std::function<void(std::size_t)>& hide) {
   ProviderArgs provider;
   std::size_t first = 0;
   while (first < all_args.size()) {
@@ -364,22 +366,48 @@ int ReferenceCommand(const std::string& command, const std::vector<std::string>&
     if (!*p) break;
     ++first;
   }
+  // REF comes first after the provider options; inline, it is a secret that
+  // /proc/PID/cmdline would show for our whole life. (Copied already.)
+  if (first < all_args.size() && all_args[first] != "-" && !all_args[first].starts_with('@') && hide) {
+    hide(first);
+  }
   if (absl::Status st = CheckProviderArgs(provider); !st.ok()) {
     return UsageError(command, st);
   }
+  // REF, then SIGNAL for `signal`, then the command's options.
   const std::vector<std::string> args(all_args.begin() + static_cast<std::ptrdiff_t>(first), all_args.end());
   const std::size_t want = command == "signal" ? 2 : 1;
   const bool kill = command == "kill";
+  const bool observe = command == "attach" || command == "wait";
   unsigned grace_ms = kDefaultKillGraceMs;
-  if (kill && args.size() == 3 && args[1] == "--grace") {
-    if (!absl::SimpleAtoi(args[2], &grace_ms)) {
-      std::fprintf(stderr, "tether kill: --grace wants milliseconds, got '%s'\n%s", args[2].c_str(), Usage());
-      return kExitUsage;
+  ResumeFrom from;
+  for (std::size_t i = std::min(want, args.size()); i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const bool from_flag = observe && (a == "--stdout-from" || a == "--stderr-from");
+    if (!(kill && a == "--grace") && !from_flag) {
+      return UsageError(command, absl::InvalidArgumentError(
+                                     a.starts_with("-") ? absl::StrCat("unknown option '", a, "'")
+                                                        : absl::StrCat("expected ", want == 2 ? "REF SIGNAL" : "REF",
+                                                                       " and options, got '", a, "' too")));
     }
-  } else if (args.size() != want) {
-    std::fprintf(stderr, "tether %s: expected %s\n%s", command.c_str(),
-                 want == 2 ? "REF SIGNAL" : "REF", Usage());
-    return kExitUsage;
+    if (i + 1 >= args.size()) return UsageError(command, absl::InvalidArgumentError(absl::StrCat(a, " needs a value")));
+    const std::string& v = args[++i];
+    if (kill) {
+      if (!absl::SimpleAtoi(v, &grace_ms)) {
+        return UsageError(command, absl::InvalidArgumentError(absl::StrCat("--grace wants milliseconds, got '", v, "'")));
+      }
+      continue;
+    }
+    // A byte offset: digits only (no sign, no blanks), within 64 bits.
+    std::uint64_t offset = 0;
+    if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || !absl::SimpleAtoi(v, &offset)) {
+      return UsageError(command, absl::InvalidArgumentError(absl::StrCat(
+                                     a, " wants a byte offset (a whole number, 0 or more), got '", absl::CEscape(v), "'")));
+    }
+    from[a == "--stderr-from" ? 1 : 0] = offset;
+  }
+  if (args.size() < want) {
+    return UsageError(command, absl::InvalidArgumentError(absl::StrCat("expected ", want == 2 ? "REF SIGNAL" : "REF")));
   }
   int sig = 0;
   if (command == "signal") {
@@ -395,12 +423,13 @@ int ReferenceCommand(const std::string& command, const std::vector<std::string>&
     PrintError(ref.status());
     return kExitUsage;
   }
-  const bool observe = command == "attach" || command == "wait";
   return RunLoop(provider, [&](Transport& t, CliSignals& signals) -> asio::awaitable<int> {
     // status, signal and kill use a control attachment: it works beside an
     // `attach` or `wait` and never takes the exit record or any output.
     ReopenOptions ro;
     ro.control = !observe;
+    ro.stdout_from = from[0];
+    ro.stderr_from = from[1];
     auto ex = co_await asio::this_coro::executor;
     absl::StatusOr<std::unique_ptr<Process>> p = co_await asio::co_spawn(
         ex, Process::Reopen(t, *ref, ro), asio::bind_cancellation_slot(signals.setup_slot(), asio::use_awaitable));
@@ -411,12 +440,20 @@ int ReferenceCommand(const std::string& command, const std::vector<std::string>&
                      PrintableMessage(p.status().message()).c_str());
         co_return 128 + sig;
       }
+      if ((from[0] || from[1]) && absl::IsInvalidArgument(p.status()) &&
+          absl::StrContains(p.status().message(), "resume offset")) {
+        // An offset beyond what the stream has produced: a bad request (the
+        // file it came from is not this job's output), nothing was read.
+        std::fprintf(stderr, "tether %s: --stdout-from/--stderr-from: %s\n", command.c_str(),
+                     std::string(p.status().message()).c_str());
+        co_return kExitUsage;
+      }
       PrintError(p.status());
       co_return ExitForError(p.status());
     }
     Process& proc = **p;
-    if (command == "attach") co_return co_await Interact(proc, true, Role::kObserver, signals);
-    if (command == "wait") co_return co_await Interact(proc, false, Role::kObserver, signals);
+    if (command == "attach") co_return co_await Interact(proc, true, Role::kObserver, signals, from);
+    if (command == "wait") co_return co_await Interact(proc, false, Role::kObserver, signals, from);
     int code = 0;
     absl::StatusOr<ProcessStatus> status = co_await proc.Status();
     if (!status.ok()) {

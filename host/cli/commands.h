@@ -4,6 +4,8 @@
 // `signal`, `kill` and `wait` take.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,8 +76,11 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args);
 int RunCommand(const RunArgs& args);
 int StartCommand(const RunArgs& args);
 // attach REF | status REF | signal REF SIG | kill REF [--grace MS] | wait REF
-// (provider options may come first)
-int ReferenceCommand(const std::string& command, const std::vector<std::string>& args);
+// (provider options may come first). A reference given inline (not @FILE
+// or -) is copied, then `hide(i)` is called with its index in `args`, so
+// that main() can overwrite the process's own copy of it.
+int ReferenceCommand(const std::string& command, const std::vector<std::string>& args,
+                     const std::function<void(std::size_t)>& hide);
 // conformance [provider options] [--only SUBSTRING]
 int ConformanceCommand(const std::vector<std::string>& args);
 
@@ -107,15 +112,27 @@ inline constexpr char kUsageTemplate[] =
     "        written the process is terminated and tether exits 125.\n"
     "        Keep REF in a private file and pass it as @FILE (or - for stdin):\n"
     "        a reference in argv is readable by every local user\n"
-    "  attach @FILE        reattach stdin, stdout and stderr; exits as run does;\n"
+    "  attach @FILE [--stdout-from N] [--stderr-from N]\n"
+    "                      reattach stdin, stdout and stderr; exits as run does;\n"
     "                      if our stdout's reader goes away it detaches (141)\n"
-    "  wait @FILE          print the remaining output and exit with its status\n"
+    "  wait @FILE [--stdout-from N] [--stderr-from N]\n"
+    "                      print the remaining output and exit with its status\n"
     "                      (detaches, exit 141, if our stdout's reader goes away)\n"
+    "        Output starts at the oldest byte no reader has taken, or with\n"
+    "        --stdout-from/--stderr-from at that byte offset of the stream\n"
+    "        (a terminal's output is stdout), so that after a killed reader\n"
+    "          tether wait @FILE --stdout-from $(stat -c %s out) >> out\n"
+    "        is exact. An offset beyond what the stream has produced is an\n"
+    "        error (exit 2); bytes from it that are no longer kept are skipped\n"
+    "        and counted on stderr. While nobody is attached the supervisor\n"
+    "        keeps the newest 1 MiB of each stream: what it dropped is\n"
+    "        counted on stderr.\n"
     "  status @FILE        print running pid N, exited CODE|signal SIG, or unknown;\n"
     "                      repeatable: it never takes the exit from wait/attach\n"
     "  signal @FILE SIGNAL send SIGNAL (name like TERM or SIGTERM, or number);\n"
     "                      exits 1 if the process has already exited\n"
-    "  kill @FILE [--grace MS]  SIGTERM, then SIGKILL after MS (default 5000)\n"
+    "  kill @FILE [--grace MS]  SIGTERM, then SIGKILL after MS (default 5000);\n"
+    "                      then every descendant left, even in new sessions\n"
     "        status, signal and kill work while an attach or wait is running.\n"
     "        REF is @FILE, - (read from stdin) or the JSON itself\n"
     "  conformance [PROVIDER] [--only TEXT] [--rerun-setup-cuts]\n"

@@ -91,9 +91,46 @@ asio::awaitable<void> PumpStdin(Process& p, AsyncFd& in) {
   co_await p.CloseStdin();
 }
 
+// Says on stderr what of the output this reader will never see, once: bytes
+// the supervisor dropped while nobody was attached (its ring keeps the
+// newest 1 MiB per stream), and bytes asked for with --stdout-from or
+// --stderr-from that an earlier reader had already taken (the supervisor
+// keeps only what nobody acknowledged).
+class MissingOutput {
+ public:
+  MissingOutput(const Process& p, ResumeFrom from) : p_(p), from_(from) {}
+  void Report() {
+    for (int i = 0; i < 2; ++i) {
+      const StreamId id = i == 1 ? StreamId::kStderr : p_.has_pty() ? StreamId::kPty : StreamId::kStdout;
+      const char* name = i == 1 ? "stderr" : p_.has_pty() ? "terminal output" : "stdout";
+      const OutputMissing m = p_.output_missing(id);
+      if (m.dropped > told_[i].dropped) {
+        std::fprintf(stderr,
+                     "tether: %llu bytes of %s were lost: the supervisor dropped them while nobody was attached "
+                     "(it keeps the newest 1 MiB of each stream)\n",
+                     static_cast<unsigned long long>(m.dropped - told_[i].dropped), name);
+      }
+      if (m.read_earlier > told_[i].read_earlier && from_[i]) {
+        std::fprintf(stderr,
+                     "tether: --%s-from %llu: the next %llu bytes were read by an earlier reader and are no "
+                     "longer kept; %s resumes at offset %llu\n",
+                     i == 1 ? "stderr" : "stdout", static_cast<unsigned long long>(*from_[i]),
+                     static_cast<unsigned long long>(m.read_earlier), name,
+                     static_cast<unsigned long long>(*from_[i] + m.dropped + m.read_earlier));
+      }
+      told_[i] = m;
+    }
+  }
+
+ private:
+  const Process& p_;
+  ResumeFrom from_;
+  OutputMissing told_[2];
+};
+
 }  // namespace
 
-asio::awaitable<int> Interact(Process& p, bool forward_stdin, Role role, CliSignals& signals) {
+asio::awaitable<int> Interact(Process& p, bool forward_stdin, Role role, CliSignals& signals, ResumeFrom from) {
   auto ex = co_await asio::this_coro::executor;
   std::optional<RawTerminal> raw;
   if (p.has_pty()) raw.emplace();
@@ -114,12 +151,14 @@ asio::awaitable<int> Interact(Process& p, bool forward_stdin, Role role, CliSign
   ++running;
   asio::co_spawn(ex, signals.Forward(p), on_done);
 
-  if (p.output_gap()) std::fputs("tether: output was lost while nobody was attached\n", stderr);
+  // (Before each chunk is written: a reattach's gap comes before its output.)
+  MissingOutput missing(p, from);
   bool stdout_gone = false, stderr_gone = false;
   int stdout_errno = 0;
   bool detached = false;
   while (true) {
     absl::StatusOr<std::optional<OutputChunk>> chunk = co_await p.Read();
+    missing.Report();
     if (!chunk.ok()) {
       PrintError(chunk.status());
       break;

@@ -3,7 +3,10 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <array>
+#include <cstdint>
 #include <functional>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "host/cli/commands.h"
@@ -21,8 +24,15 @@ enum class Role {
   kObserver,  // `attach`, `wait`: a dead stdout only ends the observation
 };
 
+// Where `attach` or `wait` asked each stream to resume (--stdout-from,
+// --stderr-from; index 0 is stdout or the terminal, 1 stderr).
+using ResumeFrom = std::array<std::optional<std::uint64_t>, 2>;
+
 // Connects the CLI's stdio to `p` until the exit; returns the CLI status.
-boost::asio::awaitable<int> Interact(Process& p, bool forward_stdin, Role role, CliSignals& signals);
+// Says on stderr how many bytes were dropped while nobody was attached, and
+// which bytes asked for by `from` were no longer kept.
+boost::asio::awaitable<int> Interact(Process& p, bool forward_stdin, Role role, CliSignals& signals,
+                                     ResumeFrom from);
 
 // Runs `body` on a fresh io_context with the chosen provider's transport and
 // returns its status. The loop ends when every handle has finished in the

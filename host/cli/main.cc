@@ -34,7 +34,14 @@ int Main(int argc, char** argv) {
     return cmd == "run" ? cli::RunCommand(*run) : cli::StartCommand(*run);
   }
   if (cmd == "attach" || cmd == "wait" || cmd == "status" || cmd == "signal" || cmd == "kill") {
-    return cli::ReferenceCommand(cmd, rest);
+    // A reference given in argv is readable by every local user through
+    // /proc/PID/cmdline, which shows these very strings: once copied they
+    // are overwritten in place (as mysql does with -pPASSWORD), leaving
+    // that window open for microseconds instead of the whole wait.
+    const auto hide = [argv](std::size_t i) {
+      for (char* c = argv[i + 2]; *c != '\0'; ++c) *c = 'x';
+    };
+    return cli::ReferenceCommand(cmd, rest, hide);
   }
   if (cmd == "conformance") return cli::ConformanceCommand(rest);
   std::fprintf(stderr, "tether: unknown command '%s'\n%s", cmd.c_str(), cli::Usage());

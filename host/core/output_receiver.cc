@@ -22,8 +22,8 @@ OutputReceiver::OutputReceiver(OutputConfig config) : config_(config) {
 }
 
 void OutputReceiver::Resume(std::uint64_t stdout_offset, std::uint64_t stderr_offset) {
-  received_[0] = consumed_[0] = acked_[0] = seen_[0] = stdout_offset;
-  received_[1] = consumed_[1] = acked_[1] = seen_[1] = stderr_offset;
+  received_[0] = consumed_[0] = released_[0] = acked_[0] = seen_[0] = stdout_offset;
+  received_[1] = consumed_[1] = released_[1] = acked_[1] = seen_[1] = stderr_offset;
 }
 
 void OutputReceiver::Attached() {
@@ -35,7 +35,12 @@ void OutputReceiver::Attached() {
 // backpressure or once observation stopped, everything received. (Never
 // below an earlier ack: a gap moves acked past what was consumed.)
 std::uint64_t OutputReceiver::AckPosition(int i) const {
-  return std::max(acked_[i], config_.backpressure && error_.ok() ? consumed_[i] : received_[i]);
+  return std::max(acked_[i], config_.backpressure && error_.ok() ? released_[i] : received_[i]);
+}
+
+void OutputReceiver::ReleaseTaken() {
+  released_[0] = consumed_[0];
+  released_[1] = consumed_[1];
 }
 
 // Credit goes back in quarter-window steps (few acks). A supervisor that
@@ -161,10 +166,16 @@ absl::Status OutputReceiver::OnGap(const wire::OutputGap& g) {
   }
   if (g.to() <= received_[i]) return absl::OkStatus();  // nothing we lack
   if (eof_[i]) return absl::DataLossError("output gap after the stream's EOF");
-  // Bytes evicted while nobody was attached: lost, and said so.
-  if (queue_.empty() && carry_[i].empty()) consumed_[i] = g.to();
+  // What we lack of it: bytes the ring dropped while nobody was attached
+  // (lost, and said so), the rest acknowledged by an earlier attachment.
+  // An older supervisor does not tell: all of it counts as dropped.
+  const std::uint64_t lacking = g.to() - received_[i];
+  const std::uint64_t dropped = g.has_dropped() ? std::min(g.dropped(), lacking) : lacking;
+  dropped_[i] += dropped;
+  read_earlier_[i] += lacking - dropped;
+  if (queue_.empty() && carry_[i].empty()) consumed_[i] = released_[i] = g.to();
   received_[i] = acked_[i] = std::max(acked_[i], g.to());
-  gap_ = true;
+  if (dropped > 0) gap_ = true;
   return absl::OkStatus();
 }
 
@@ -205,6 +216,7 @@ bool OutputReceiver::NothingQueued(int i) const {
 }
 
 ReadStep OutputReceiver::Take() {
+  ReleaseTaken();
   while (true) {
     if (config_.text) {
       // What a stream holds back goes first: a chunk's undecoded rest, or at

@@ -80,8 +80,13 @@ class OutputReceiver {
   wire::Ack MakeAck(bool exit);
 
   // The next step for Read(). `final` streams: text mode flushes an
-  // incomplete character as U+FFFD once its stream ended.
+  // incomplete character as U+FFFD once its stream ended. A chunk counts as
+  // consumed (acknowledged, so the supervisor frees it) only once the
+  // consumer comes back for the next step: a reader killed while it writes
+  // a chunk out finds it again on a reopen that resumes at what it wrote.
   ReadStep Take();
+  // The consumer is done with every chunk handed out (it waits for the exit).
+  void ReleaseTaken();
   // Detach: drops everything unread; Take() then reports kEnd.
   void Discard();
 
@@ -89,7 +94,13 @@ class OutputReceiver {
   bool all_taken() const { return queue_.empty() && carry_[0].empty() && carry_[1].empty(); }
   // Every byte reached the consumer, with no gap and nothing stopped.
   bool complete() const { return ended() && all_taken() && error_.ok() && !gap_; }
+  // Bytes were lost: the supervisor dropped some while nobody was attached.
   bool gap() const { return gap_; }
+  // Of what lay between our resume point and the supervisor's ring, per
+  // stream: bytes its ring dropped (lost), and bytes an earlier attachment
+  // had acknowledged (delivered, but not to us).
+  std::uint64_t dropped(int i) const { return dropped_[i]; }
+  std::uint64_t read_earlier(int i) const { return read_earlier_[i]; }
   std::size_t unread_bytes() const { return queued_bytes_; }
   std::uint64_t received(int i) const { return received_[i]; }
   std::size_t unread_chunks() const { return queue_.size(); }
@@ -116,8 +127,11 @@ class OutputReceiver {
   // The highest offset per stream the supervisor sent on this attachment
   // (from the Hello's resume offsets on): what its window counts.
   std::uint64_t seen_[2] = {0, 0};
-  std::uint64_t consumed_[2] = {0, 0};
+  std::uint64_t consumed_[2] = {0, 0};  // handed out by Take()
+  std::uint64_t released_[2] = {0, 0};  // handed out before the consumer's last Take()
   std::uint64_t acked_[2] = {0, 0};
+  std::uint64_t dropped_[2] = {0, 0};
+  std::uint64_t read_earlier_[2] = {0, 0};
   bool eof_[2] = {false, false};
   std::uint64_t output_left_ = std::numeric_limits<std::uint64_t>::max();
   // Set once observation stops (OUTPUT_CAPACITY); later output is discarded

@@ -151,6 +151,8 @@ class Process {
   std::int32_t pid() const;
   // True once the supervisor reported output lost while detached.
   bool output_gap() const;
+  // What this handle skipped of `stream` (kStdout or kPty, kStderr) and why.
+  OutputMissing output_missing(StreamId stream) const;
   // True when the process runs on a terminal (output is kPty).
   bool has_pty() const;
   // How many times this handle reattached after its channel failed.

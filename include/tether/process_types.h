@@ -142,6 +142,20 @@ struct ReopenOptions {
   // StartOptions::supervisor_path); the well-known places and PATH are
   // always accepted.
   std::string supervisor_path;
+  // Resume output at these byte offsets instead of where the reference's
+  // holder stopped (stdout_from: the terminal's stream with a pty), e.g.
+  // at the sizes of the files a killed reader wrote. An offset beyond what
+  // the stream has produced so far is kInvalidArgument. One below what the
+  // supervisor still holds resumes where its ring starts; Process::
+  // output_missing() tells how many bytes were skipped and why.
+  std::optional<std::uint64_t> stdout_from, stderr_from;
+};
+
+// Output a reopened handle will never see, per stream, between where it
+// asked to resume and where the supervisor's ring started.
+struct OutputMissing {
+  std::uint64_t dropped = 0;       // dropped while nobody was attached (lost)
+  std::uint64_t read_earlier = 0;  // acknowledged by an earlier reader
 };
 
 struct ProcessStatus {

@@ -923,34 +923,78 @@ check_P() {
   fi
 }
 
-# Q. `tether kill` ends the job's descendants, even those in new sessions
-# that ignore SIGTERM.
+# Q. `tether kill` ends the job's descendants, even those that escaped its
+# process group and ignore SIGTERM: new sessions (setsid, and setsid -f,
+# whose parent exits at once), a new process group in the same session
+# (setpgrp), and their children; all gone within the grace plus the
+# supervisor's sweep (kOrphanSweepMs, 3 s) plus 2 s for tether itself, ten
+# times over.
+Q_ROUNDS=10
+Q_GRACE_MS=300
+Q_BOUND_MS=$((Q_GRACE_MS + 3000 + 2000))
 check_Q() {
-  local round mark
-  local script='for i in 1 2 3 4 5 6; do
+  local round mark t0 ms left kst worst=0 bad=()
+  local script='for i in 1 2 3; do
       setsid sh -c "trap \"\" TERM; while :; do sleep 1; done" "$1" &
+      setsid -f sh -c "trap \"\" TERM; while :; do sleep 1; done" "$1"
+      perl -e "\$SIG{TERM} = q(IGNORE); setpgrp(0, 0); fork; sleep 1000" "$1" &
     done
     sleep 1000'
-  for round in 1 2 3; do
+  for ((round = 1; round <= Q_ROUNDS; round++)); do
     mark="q$round-$TAG"
     start_job "q$round" --no-stdin -- sh -c "$script" "$mark" "$mark"
-    if ! poll 10 at_least_with 7 "$mark"; then # the job and its six descendants
-      fail "Q kill --grace 300 leaves no descendant (round $round)" \
-        "the job's descendants never appeared: $(pids_with "$mark" | wc -l) of 7 processes"
-      run "q$round.kill" kill "@$WORK/q$round.ref" --grace 300
-      continue
-    fi
-    run "q$round.kill" kill "@$WORK/q$round.ref" --grace 300
-    local kst=$STATUS
-    if [[ $kst -eq 0 ]] && poll 10 none_with "$mark"; then
-      pass "Q kill --grace 300 leaves no descendant (round $round)"
+    # The job, 3 + 3 shells in new sessions, 3 x 2 perls in their own groups.
+    if ! poll 10 at_least_with 13 "$mark"; then
+      bad+=("round $round: the job's descendants never appeared: $(pids_with "$mark" | wc -l) of 13 processes")
+      run "q$round.kill" kill "@$WORK/q$round.ref" --grace "$Q_GRACE_MS"
     else
-      fail "Q kill --grace 300 leaves no descendant (round $round)" "kill status $kst" \
-        "left: $(for p in $(pids_with "$mark"); do printf '%s ' "$p"; done)" "$(err_of "q$round.kill")"
+      t0=$(now_ms)
+      run "q$round.kill" kill "@$WORK/q$round.ref" --grace "$Q_GRACE_MS"
+      kst=$STATUS
+      poll 10 none_with "$mark"
+      ms=$(($(now_ms) - t0))
+      ((ms > worst)) && worst=$ms
+      if [[ $kst -ne 0 ]] || ! none_with "$mark" || ((ms > Q_BOUND_MS)); then
+        bad+=("round $round: kill status $kst, after $ms ms left: $(for p in $(pids_with "$mark"); do
+          printf '%s(%s) ' "$p" "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | head -c 40)"
+        done) $(err_of "q$round.kill")")
+      fi
     fi
-    local left
     for left in $(pids_with "$mark"); do kill -KILL "$left" 2>/dev/null; done
   done
+  check "Q kill --grace $Q_GRACE_MS leaves no escaped descendant within $Q_BOUND_MS ms ($Q_ROUNDS rounds, slowest ${worst} ms)" \
+    "${#bad[@]}" "${bad[@]}"
+
+  # A chain of escapees, each in a new session started by the one before
+  # and ignoring SIGTERM: killing them level by level (each reparented only
+  # once its parent died) took a round per level, so the time grew with the
+  # depth and a loaded machine ran out of sweep. All of it goes at once.
+  local depth=60 chain='trap "" TERM; n=$1
+    if [ "$n" -gt 0 ]; then setsid sh -c "$2" "$0" $((n - 1)) "$2" & fi
+    while :; do sleep 1; done'
+  bad=()
+  worst=0
+  for ((round = 1; round <= 3; round++)); do
+    mark="qc$round-$TAG"
+    start_job "qc$round" --no-stdin -- sh -c "$chain" "$mark" "$depth" "$chain"
+    if ! poll 20 at_least_with $((depth + 1)) "$mark"; then
+      bad+=("round $round: the chain never grew: $(pids_with "$mark" | wc -l) of $((depth + 1)) processes")
+      run "qc$round.kill" kill "@$WORK/qc$round.ref" --grace "$Q_GRACE_MS"
+    else
+      t0=$(now_ms)
+      run "qc$round.kill" kill "@$WORK/qc$round.ref" --grace "$Q_GRACE_MS"
+      kst=$STATUS
+      poll 10 none_with "$mark"
+      ms=$(($(now_ms) - t0))
+      ((ms > worst)) && worst=$ms
+      if [[ $kst -ne 0 ]] || ! none_with "$mark" || ((ms > Q_BOUND_MS)); then
+        bad+=("round $round: kill status $kst, after $ms ms $(pids_with "$mark" | wc -l) of $((depth + 1)) left")
+      fi
+    fi
+    for left in $(pids_with "$mark"); do kill -KILL "$left" 2>/dev/null; done
+  done
+  check "Q kill --grace $Q_GRACE_MS ends a chain of $depth nested setsid escapees within $Q_BOUND_MS ms (slowest ${worst} ms)" \
+    "${#bad[@]}" "${bad[@]}"
 }
 
 # R. Temporary directories: TMPDIR is honoured, and only when absolute.
@@ -976,7 +1020,144 @@ check_R() {
   fi
 }
 
-for letter in ${TETHER_HARDENING_ONLY:-A B C D E F G H I J K L M N O P Q R}; do
+# S. A reference given in argv leaves /proc/PID/cmdline once it was read:
+# a long-lived `wait` or `attach` shows every other user no secret.
+# (`status`, `signal` and `kill` take the same path, too briefly to catch.)
+check_S() {
+  local cmd secret tp cmdline
+  start_job s --no-stdin -- sh -c 'echo started; exec sleep 100' "s-$TAG"
+  if [[ -z $REF ]]; then
+    fail "S a reference in argv is gone from /proc/PID/cmdline" "the job did not start"
+    return
+  fi
+  secret=$(json_field "$WORK/s.ref" secret)
+  for cmd in wait attach; do
+    bg_tether 60 "$WORK/s.$cmd.out" "$WORK/s.$cmd.err" "$cmd" "$REF"
+    tp=$TPID
+    # Waiting: it has attached and written the job's output.
+    if [[ -z $tp ]] || ! poll 20 grep -q started "$WORK/s.$cmd.out"; then
+      fail "S $cmd \$REF: the reference's secret is gone from /proc/PID/cmdline" \
+        "tether never got to waiting: $(err_of "s.$cmd")"
+    else
+      cmdline=$(tr '\0' ' ' <"/proc/$tp/cmdline" 2>/dev/null)
+      if [[ $cmdline == *" $cmd "* && $cmdline != *"$secret"* && $cmdline != *"secret"* ]]; then
+        pass "S $cmd \$REF: the reference's secret is gone from /proc/PID/cmdline"
+      else
+        fail "S $cmd \$REF: the reference's secret is gone from /proc/PID/cmdline" \
+          "cmdline: $(head -c 300 <<<"$cmdline")"
+      fi
+    fi
+    kill -TERM "$tp" 2>/dev/null # (forwarded to the job: the next round starts a new one)
+    bg_status
+    if [[ $cmd == wait ]]; then
+      start_job s --no-stdin -- sh -c 'echo started; exec sleep 100' "s-$TAG"
+      secret=$(json_field "$WORK/s.ref" secret)
+    fi
+  done
+  run s.kill kill "@$WORK/s.ref" --grace 300
+}
+
+# T. A reader killed mid-way, and resuming at a byte offset.
+# The producer: 88 000 numbered lines (1.32 MB) in 20 paced batches.
+T_PRODUCER='b=0; while [ $b -lt 20 ]; do seq -f "line %09g" $((b * 4400 + 1)) $((b * 4400 + 4400)); b=$((b + 1)); sleep 0.15; done'
+# t_killed_reader NAME: starts the producer as job NAME and a `wait` that
+# appends to $WORK/NAME.out, SIGKILLed once that holds 400 KB. 0 when it
+# was killed mid-way (the job still running).
+t_killed_reader() {
+  local name=$1 tp
+  start_job "$name" --no-stdin -- sh -c "$T_PRODUCER" "t-$TAG"
+  [[ -n $REF ]] || return 1
+  : >"$WORK/$name.out"
+  timeout -k 5 60 "$TETHER" wait "@$WORK/$name.ref" </dev/null >>"$WORK/$name.out" 2>"$WORK/$name.err1" &
+  BG=$!
+  tp=$(tether_child "$BG")
+  poll 30 eval '(($(stat -c %s "$WORK/$name.out") >= 400000))'
+  [[ -n $tp ]] && kill -KILL "$tp" 2>/dev/null
+  bg_status
+  local size
+  size=$(stat -c %s "$WORK/$name.out")
+  ((size >= 400000 && size < 1320000)) || {
+    echo "note  the first reader of $name was not killed mid-way: $size bytes, status $STATUS"
+    return 1
+  }
+}
+# lost_note FILE: a reader's stderr says output was lost.
+lost_note() { grep -Eq 'lost|dropped' "$1"; }
+
+check_T() {
+  seq -f "line %09g" 1 88000 >"$WORK/t.expected"
+  local size
+
+  # T1: exact resume with --stdout-from after a SIGKILLed reader.
+  if t_killed_reader t1; then
+    size=$(stat -c %s "$WORK/t1.out")
+    run t1.resume wait "@$WORK/t1.ref" --stdout-from "$size"
+    cat "$WORK/t1.resume.out" >>"$WORK/t1.out"
+    if [[ $STATUS -eq 0 ]] && cmp -s "$WORK/t1.out" "$WORK/t.expected" && ! lost_note "$WORK/t1.resume.err"; then
+      pass "T1 wait --stdout-from \$(stat -c %s out) after a SIGKILLed reader: the file is exact"
+    else
+      fail "T1 wait --stdout-from \$(stat -c %s out) after a SIGKILLed reader: the file is exact" \
+        "status $STATUS; killed at $size bytes; file $(stat -c %s "$WORK/t1.out") bytes, want $(stat -c %s "$WORK/t.expected")" \
+        "$(cmp "$WORK/t1.out" "$WORK/t.expected" 2>&1 | head -1)" "$(err_of t1.resume)"
+    fi
+  else
+    fail "T1 wait --stdout-from \$(stat -c %s out) after a SIGKILLed reader: the file is exact" "no reader to kill"
+  fi
+
+  # T2: a plain second wait after a SIGKILLed reader: nothing was dropped,
+  # so nothing is said to be lost, and the output ends exactly.
+  if t_killed_reader t2; then
+    run t2.again wait "@$WORK/t2.ref"
+    if [[ $STATUS -eq 0 ]] && ! lost_note "$WORK/t2.again.err" &&
+      [[ $(tail -c 15 "$WORK/t2.again.out") == "line 000088000" ]]; then
+      pass "T2 a second wait after a SIGKILLed reader says nothing was lost (nothing was)"
+    else
+      fail "T2 a second wait after a SIGKILLed reader says nothing was lost (nothing was)" "status $STATUS" \
+        "$(err_of t2.again)" "ends with: $(tail -c 15 "$WORK/t2.again.out")"
+    fi
+  else
+    fail "T2 a second wait after a SIGKILLed reader says nothing was lost (nothing was)" "no reader to kill"
+  fi
+
+  # T3: 3 MB while nobody is attached overflow the 1 MiB ring: the gap is
+  # reported with its size, and what arrives is exactly the newest bytes.
+  start_job t3 --no-stdin -- sh -c 'seq -f "line %09g" 1 200000' "t-$TAG"
+  seq -f "line %09g" 1 200000 >"$WORK/t3.expected"
+  poll 30 eval 'run t3.st status "@$WORK/t3.ref"; [[ $(cat "$WORK/t3.st.out") == "exited 0" ]]'
+  run t3 wait "@$WORK/t3.ref" --stdout-from 0
+  local n total got
+  n=$(sed -n 's/^tether: \([0-9]*\) bytes of stdout were lost.*/\1/p' "$WORK/t3.err")
+  total=$(stat -c %s "$WORK/t3.expected")
+  got=$(stat -c %s "$WORK/t3.out")
+  if [[ $STATUS -eq 0 && -n $n ]] && ((n + got == total)) &&
+    cmp -s "$WORK/t3.out" <(tail -c "$got" "$WORK/t3.expected"); then
+    pass "T3 bytes dropped while nobody was attached are reported with their count ($n)"
+  else
+    fail "T3 bytes dropped while nobody was attached are reported with their count" \
+      "status $STATUS; reported '${n}', received $got, produced $total" "$(err_of t3)"
+  fi
+
+  # T4: bad offsets are usage errors (exit 2), nothing read.
+  start_job t4 --no-stdin -- sh -c 'echo hi; exec sleep 100' "t-$TAG"
+  local v bad=()
+  for v in -1 abc "" 1e3 " 5" 99999999999999999999999; do
+    run t4.bad wait "@$WORK/t4.ref" --stdout-from "$v"
+    [[ $STATUS -eq 2 && ! -s $WORK/t4.bad.out ]] && grep -q -- '--stdout-from' "$WORK/t4.bad.err" ||
+      bad+=("'$v': status $STATUS, $(err_of t4.bad)")
+  done
+  run t4.bad attach "@$WORK/t4.ref" --stderr-from
+  [[ $STATUS -eq 2 ]] || bad+=("--stderr-from without a value: status $STATUS")
+  run t4.bad status "@$WORK/t4.ref" --stdout-from 0
+  [[ $STATUS -eq 2 ]] || bad+=("status --stdout-from: status $STATUS")
+  poll 10 eval 'run t4.st status "@$WORK/t4.ref"; grep -q running "$WORK/t4.st.out"'
+  run t4.beyond wait "@$WORK/t4.ref" --stdout-from 1000
+  [[ $STATUS -eq 2 && ! -s $WORK/t4.beyond.out ]] && grep -q 'beyond' "$WORK/t4.beyond.err" ||
+    bad+=("beyond what was produced: status $STATUS, $(err_of t4.beyond)")
+  check "T4 bad --stdout-from/--stderr-from values are usage errors (exit 2)" "${#bad[@]}" "${bad[@]}"
+  run t4.kill kill "@$WORK/t4.ref" --grace 300
+}
+
+for letter in ${TETHER_HARDENING_ONLY:-A B C D E F G H I J K L M N O P Q R S T}; do
   "check_$letter"
 done
 

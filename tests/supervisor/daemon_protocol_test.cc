@@ -1005,6 +1005,8 @@ TEST_CASE("a reattach resumes stdout from the host's offset without loss, and a 
   CHECK(t3.gaps[0].stream() == wire::STREAM_STDOUT);
   CHECK(t3.gaps[0].from() == 0);
   CHECK(t3.gaps[0].to() == expected.size());
+  CHECK(t3.gaps[0].has_dropped());
+  CHECK(t3.gaps[0].dropped() == 0);  // acknowledged, not lost
   CHECK(t3.data[0].empty());
   CHECK(t3.exit->code() == 0);  // the exit record is repeated until acknowledged
 
@@ -1018,6 +1020,7 @@ TEST_CASE("a reattach resumes stdout from the host's offset without loss, and a 
     REQUIRE(reply.ok());
     REQUIRE(reply->has_error());
     CHECK(reply->error().fatal());
+    CHECK(reply->error().code() == wire::ERROR_INVALID_ARGUMENT);  // the caller's offset, not a protocol fault
     CHECK(Contains(reply->error().message(), "resume offset"));
   }
 }
@@ -1479,6 +1482,7 @@ TEST_CASE("while detached the ring keeps the newest bytes, the child is not bloc
   if (t1.data[0] != expected) {
     REQUIRE(t2.gaps.size() == 1);
     CHECK(t2.gaps[0].from() == t1.next[0]);
+    CHECK(t2.gaps[0].dropped() == t2.gaps[0].to() - t2.gaps[0].from());  // evicted, every byte of it
     CHECK(t1.data[0] == expected.substr(0, t1.next[0]));
     CHECK(t2.data[0] == expected.substr(t2.gaps[0].to()));
     CHECK(t2.data[0].size() <= kMinRingBytes + 65536);

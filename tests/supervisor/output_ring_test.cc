@@ -286,6 +286,43 @@ void RandomWalk(std::size_t capacity, std::uint32_t seed) {
   CHECK(produced > 4 * capacity);  // the walk really went round the ring
 }
 
+TEST_CASE("dropped bytes are told apart from acknowledged ones below begin()") {
+  OutputRing r(kMinRingBytes);
+  const auto fill = [&r](std::size_t n) {
+    while (n > 0) {
+      std::span<char> s = r.WritableSpan();
+      const std::size_t k = std::min(n, s.size());
+      r.Commit(k);
+      n -= k;
+    }
+  };
+  fill(4096);
+  r.Release(1000);  // acknowledged: delivered
+  r.Evict(500);     // [1000, 1500) dropped
+  r.Evict(100);     // [1500, 1600): the same spell, merged
+  r.Release(2000);  // acknowledged
+  r.Evict(96);      // [2000, 2096) dropped
+  CHECK(r.begin() == 2096);
+  CHECK(r.DroppedIn(0, r.begin()) == 696);
+  CHECK(r.DroppedIn(0, 1000) == 0);
+  CHECK(r.DroppedIn(1200, 2050) == 450);
+  CHECK(r.DroppedIn(1600, 2000) == 0);
+  // Past kMaxDroppedRanges spells the oldest merge: overstated, never hidden.
+  OutputRing m(kMinRingBytes);
+  std::uint64_t truly = 0;
+  for (std::size_t i = 0; i < kMaxDroppedRanges + 5; ++i) {
+    m.Release(m.end());
+    const std::uint64_t b = m.begin();
+    std::span<char> s = m.WritableSpan();
+    m.Commit(std::min<std::size_t>(20, s.size()));
+    m.Release(b + 10);  // 10 acknowledged,
+    m.Evict(10);        // 10 dropped
+    truly += 10;
+  }
+  CHECK(m.DroppedIn(0, m.begin()) >= truly);
+  CHECK(m.DroppedIn(0, m.begin()) <= truly + 6 * 10);
+}
+
 TEST_CASE("random fills and drains match a reference string") {
   RandomWalk(kMinRingBytes, 1);
   RandomWalk(kMinRingBytes + 1, 2);

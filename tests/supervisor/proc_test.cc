@@ -114,5 +114,44 @@ TEST_CASE("the children lists and the full scan agree: live children, a zombie, 
   for (pid_t k : ChildrenOf(::getpid())) CHECK(std::find(kids.begin(), kids.end(), k) == kids.end());
 }
 
+TEST_CASE("DescendantsOf finds a whole tree, new sessions included, each parent before its children") {
+  // child -> grandchild (in a session of its own) -> great-grandchild,
+  // reported through a pipe once all three exist.
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const pid_t grandchild = ::fork();
+    if (grandchild == 0) {
+      ::setsid();
+      const pid_t great = ::fork();
+      if (great == 0) {
+        ::pause();
+        ::_exit(0);
+      }
+      const pid_t pids[2] = {::getpid(), great};
+      (void)!::write(fds[1], pids, sizeof pids);
+      ::pause();
+      ::_exit(0);
+    }
+    ::pause();
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  pid_t pids[2] = {0, 0};
+  REQUIRE(::read(fds[0], pids, sizeof pids) == static_cast<ssize_t>(sizeof pids));
+  ::close(fds[0]);
+  const std::vector<pid_t> all = DescendantsOf(::getpid());
+  const auto at = [&](pid_t p) { return std::find(all.begin(), all.end(), p) - all.begin(); };
+  REQUIRE(at(child) < static_cast<std::ptrdiff_t>(all.size()));
+  REQUIRE(at(pids[0]) < static_cast<std::ptrdiff_t>(all.size()));
+  REQUIRE(at(pids[1]) < static_cast<std::ptrdiff_t>(all.size()));
+  CHECK(at(child) < at(pids[0]));
+  CHECK(at(pids[0]) < at(pids[1]));
+  for (pid_t p : {pids[1], pids[0], child}) ::kill(p, SIGKILL);
+  CHECK(testing::WaitPid(child).has_value());
+  for (pid_t p : pids) (void)testing::WaitPid(p);  // ours if this process is a subreaper
+}
+
 }  // namespace
 }  // namespace tether::supervisor

@@ -50,6 +50,9 @@
 //     A client that closes the WebSocket (v4's way to say stdin EOF) or is cut
 //     off gets its process's stdin closed; the process is left to exit by itself
 //     (its further output is discarded), as with a real orphaned exec.
+//     Backpressure: while more than kMaxUnflushedBytes of frames wait for the
+//     socket, the process's output is not read, so a client that does not
+//     read blocks the process in write(2).
 //   No tty: tty=true is refused with 400 (unfaithful: the real server allocates one).
 //
 // Faults (--faults SPEC, comma-separated; see lib/faults.mjs):
@@ -84,6 +87,11 @@ const SERVICE_ACCOUNT = 'system:serviceaccount:default:tether';
 const CONTAINER = 'main';
 const kMaxFrameData = 32 << 10;   // output is copied in 32 KiB chunks
 const kMaxInboundFrame = 16 << 20; // largest client frame accepted
+// Bytes of frames handed to the WebSocket that the socket has not taken yet.
+// Above it the process's output is no longer read, so its pipe fills and it
+// blocks in write(2), as the API server and kubelet streaming behind TCP flow
+// control make it; the emulator's memory stays bounded.
+const kMaxUnflushedBytes = 256 << 10;
 const CH_STDIN = 0, CH_STDOUT = 1, CH_STDERR = 2, CH_STATUS = 3, CH_RESIZE = 4, CH_CLOSE = 255;
 
 const args = parseArgs(process.argv.slice(2), { usage: USAGE });
@@ -384,13 +392,33 @@ function runExec(ws, socket, command, opts, label) {
     socket.write(partial, () => socket.destroy());
     closeStdin();
   };
+  // Backpressure: stop reading the output while the socket lags behind.
+  let unflushed = 0;
+  let paused = false;
+  let pauses = 0;
+  const flow = () => {
+    const blocked = open && unflushed > kMaxUnflushedBytes;
+    if (blocked === paused) return;
+    paused = blocked;
+    if (blocked) pauses++;
+    for (const pipe of [child.stdout, child.stderr]) {
+      if (blocked) pipe.pause();
+      else pipe.resume();
+    }
+  };
   const output = (channel, enabled) => (buf) => {
     if (!open || !enabled) return; // nobody to deliver to: discarded
     for (let off = 0; off < buf.length && open; off += kMaxFrameData) {
       const piece = buf.subarray(off, off + kMaxFrameData);
       if (faults.roll('cut')) return cut(channel, piece);
-      ws.send(frame(channel, piece));
+      const f = frame(channel, piece);
+      unflushed += f.length;
+      ws.send(f, () => {
+        unflushed -= f.length;
+        flow();
+      });
     }
+    flow();
   };
   child.stdout.on('data', output(CH_STDOUT, opts.stdout));
   child.stderr.on('data', output(CH_STDERR, opts.stderr));
@@ -411,12 +439,13 @@ function runExec(ws, socket, command, opts, label) {
     if (open) log.line(label, 'client closed the WebSocket; stdin closed, process left running');
     open = false;
     closeStdin();
+    flow(); // nobody reads any more: the output is read and discarded
   });
   ws.on('error', () => {});
 
   child.on('close', (code, signal) => {
     const exit = code !== null ? code : 128 + signalNumber(signal);
-    log.line(label, 'pid', child.pid, 'exited', exit, open ? '' : '(nobody attached)');
+    log.line(label, 'pid', child.pid, 'exited', exit, `backpressure_pauses=${pauses}`, open ? '' : '(nobody attached)');
     if (!open) return;
     if (noclose) {
       open = false;

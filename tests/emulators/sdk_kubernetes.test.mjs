@@ -217,6 +217,76 @@ test('wire: auth, 404s, the announce frame, binary stdin/stdout, v5 stdin close'
   }
 });
 
+// A child that writes `total` bytes of a known pattern in 64 KiB writes and,
+// after each, records how many it wrote in `progressFile`; and the pattern.
+const kPatternBase = Buffer.from(Array.from({ length: 251 * 264 }, (_, i) => i % 251));
+function patternWriter(total, progressFile) {
+  return ['python3', '-c', [
+    'import sys',
+    `total, prog = ${total}, ${JSON.stringify(progressFile)}`,
+    'base = bytes(range(251)) * 264',
+    'n = i = 0',
+    'out = sys.stdout.buffer',
+    'while n < total:',
+    '    k = min(65536, total - n)',
+    '    out.write(base[i % 251:i % 251 + k]); out.flush()',
+    '    n += k; i += 1',
+    '    open(prog, "w").write(str(n))',
+  ].join('\n')];
+}
+function patternOk(buf, total) {
+  if (buf.length !== total) return false;
+  for (let i = 0, off = 0; off < total; i++, off += 65536) {
+    const k = Math.min(65536, total - off);
+    if (!buf.subarray(off, off + k).equals(kPatternBase.subarray(i % 251, i % 251 + k))) return false;
+  }
+  return true;
+}
+// Reads the number in `file` until it has not changed for `quietMs`.
+async function progressWhenStalled(file, quietMs) {
+  const read = () => { try { return Number(fs.readFileSync(file, 'utf8')) || 0; } catch { return 0; } };
+  let last = read();
+  let since = Date.now();
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 100));
+    const now = read();
+    if (now !== last) { last = now; since = Date.now(); } else if (Date.now() - since >= quietMs) return now;
+  }
+}
+function rssBytes(pid) {
+  return Number(fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/^VmRSS:\s+(\d+) kB/m)[1]) * 1024;
+}
+
+test('backpressure: an unread exec blocks the process; memory bounded; every byte arrives', async () => {
+  const emu = await startEmulator('kubernetes');
+  try {
+    const { info } = emu;
+    const total = 64 << 20;
+    const progress = path.join(emu.dir, 'progress');
+    const query = patternWriter(total, progress).map((a) => `command=${encodeURIComponent(a)}`).join('&') +
+      '&stdout=true&stderr=true&stdin=false&tty=false&container=main';
+    const rss0 = rssBytes(emu.child.pid);
+    let sock = null;
+    const done = rawExec(info, { query, onOpen: (ws) => { ws.pause(); sock = ws; } });
+    await waitFor(() => sock, { what: 'the exec to open' });
+    // The writer stalls (its pipe full, the emulator no longer reading it)
+    // well before its end: loopback socket buffers, one pipe and
+    // kMaxUnflushedBytes hold a few MiB, not 64.
+    const stalled = await progressWhenStalled(progress, 1000);
+    const rss = rssBytes(emu.child.pid);
+    assert.ok(stalled < total / 2, `the writer should block while nobody reads: it wrote ${stalled} of ${total} bytes`);
+    assert.ok(rss - rss0 < 48 << 20, `the emulator grew by ${rss - rss0} bytes while holding the output`);
+    sock.resume();
+    const r = await done;
+    const out = Buffer.concat(r.frames.filter((f) => f[0] === 1).map((f) => f.subarray(1)));
+    assert.ok(patternOk(out, total), `every byte, in order: got ${out.length} of ${total}`);
+    assert.deepEqual(JSON.parse(r.frames.at(-1).subarray(1)), { metadata: {}, status: 'Success' });
+    assert.match(emu.log(), /backpressure_pauses=[1-9]/);
+  } finally {
+    await emu.stop();
+  }
+});
+
 test('RBAC: the forbidden pod can be read but an exec into it is 403 Forbidden, for the SDK too', async () => {
   const emu = await startEmulator('kubernetes');
   try {

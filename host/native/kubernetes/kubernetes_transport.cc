@@ -113,7 +113,12 @@ class KubernetesChannel final : public Channel {
       while (!conn->inbox) {
         if (!conn->reading) {
           conn->reading = true;
+          // co_spawn runs ReadOne inline up to its first suspension, and a
+          // WebSocket that already failed (a write's EPIPE closed it)
+          // answers at once: the result is in the inbox before anyone waits
+          // on `ready`, whose cancel() then woke nobody.
           asio::co_spawn(ex_, ReadOne(conn), asio::detached);
+          if (conn->inbox) break;
         }
         auto [ec] = co_await conn->ready.async_wait(asio::as_tuple(asio::use_awaitable));
         (void)ec;

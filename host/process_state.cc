@@ -214,8 +214,13 @@ asio::awaitable<absl::Status> Process::State::SendActed(wire::Envelope request, 
     wire::Envelope ping;
     ping.mutable_ping();
     core.requests.ActedSent(id, sent_on->Send(std::move(ping)));
-    while (!core.requests.Acted(id) && session == sent_on && !sent_on->closed() && failed.ok() && !core.exit &&
-           !disconnected && !*timed_out) {
+    // An exit that arrives now does not end the wait: the supervisor
+    // answers the request in order (a NOT_FOUND error if the child had
+    // exited before it, else the Pong after acting), and the exit alone
+    // cannot tell whether the request reached the child (over a channel
+    // that splits frames, E2B's input POSTs, the exit can overtake the Pong).
+    while (!core.requests.Acted(id) && session == sent_on && !sent_on->closed() && failed.ok() && !disconnected &&
+           !*timed_out) {
       if (!co_await cond.Wait()) {
         aborted = true;
         break;
@@ -231,10 +236,6 @@ asio::awaitable<absl::Status> Process::State::SendActed(wire::Envelope request, 
       result = WaitAbortedError(absl::StrCat("this caller stopped waiting; the ", what, " was sent"));
       break;
     }
-    if (core.exit) {
-      result = after_exit;
-      break;
-    }
     if (disconnected) {
       result = InputClosedError("this handle was disconnected; reopen the process");
       break;
@@ -245,8 +246,20 @@ asio::awaitable<absl::Status> Process::State::SendActed(wire::Envelope request, 
       break;
     }
     // The attachment broke. A frame still queued then never left this host:
-    // the next attachment gets it (its session is closed, so it never will).
-    if (sent_on->closed() && sent_on->handed_bytes() < end) continue;
+    // the next attachment gets it (its session is closed, so it never will),
+    // unless the process has exited meanwhile: then it reached nothing.
+    if (sent_on->closed() && sent_on->handed_bytes() < end) {
+      if (core.exit) {
+        result = after_exit;
+        break;
+      }
+      continue;
+    }
+    if (core.exit) {
+      result = OutcomeUnknownError(absl::StrCat("the process exited and the attachment ended before the supervisor "
+                                                "acknowledged the ", what, ": whether it reached the process is unknown"));
+      break;
+    }
     result = OutcomeUnknownError(absl::StrCat(
         "the connection broke before the supervisor acknowledged the ", what,
         "; it is not sent again (the supervisor does not deduplicate requests: it could arrive twice)"));

@@ -94,7 +94,8 @@ std::vector<std::string> ConformanceCaseNames() {
 bool SetupCut(const ConformanceResult& r) {
   return r.outcome == ConformanceResult::Outcome::kFail &&
          (absl::StrContains(r.detail, "OUTCOME_UNKNOWN: setup lost its connection") ||
-          absl::StrContains(r.detail, "OUTCOME_UNKNOWN: the connection broke before the supervisor acknowledged"));
+          absl::StrContains(r.detail, "OUTCOME_UNKNOWN: the connection broke before the supervisor acknowledged") ||
+          absl::StrContains(r.detail, "OUTCOME_UNKNOWN: the process exited and the attachment ended before"));
 }
 
 awaitable<std::vector<ConformanceResult>> RunConformance(Transport& transport, ConformanceOptions options) {

@@ -88,10 +88,11 @@ struct Output {
   absl::Status status;
 };
 
-// Reads to the end of output; `stdout_from` is what the caller already read.
-inline awaitable<Output> ReadAll(Process& p, std::uint64_t stdout_from = 0) {
+// Reads to the end of output; `stdout_from` and `stderr_from` are what the
+// caller already read.
+inline awaitable<Output> ReadAll(Process& p, std::uint64_t stdout_from = 0, std::uint64_t stderr_from = 0) {
   Output o;
-  std::uint64_t next[4] = {0, stdout_from, 0, stdout_from};
+  std::uint64_t next[4] = {0, stdout_from, stderr_from, stdout_from};
   while (true) {
     absl::StatusOr<std::optional<OutputChunk>> c = co_await p.Read();
     if (!c.ok()) {

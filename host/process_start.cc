@@ -366,7 +366,11 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   if (!welcome.ok() && internal::NotDispatched(welcome.status())) {
     co_return SetupError(welcome.status());  // an upload failed between launches: nothing was dispatched
   }
-  if (timed_out || aborted || (!welcome.ok() && absl::IsUnavailable(welcome.status()))) {
+  // A transport that lost the answer to the call that ran the launch says
+  // OUTCOME_UNKNOWN itself (a 5xx after the call may have taken effect).
+  const bool lost = !welcome.ok() && (absl::IsUnavailable(welcome.status()) ||
+                                      ErrorCodeOf(welcome.status()) == ErrorCode::kOutcomeUnknown);
+  if (timed_out || aborted || lost) {
     // The Launch was dispatched and its fate is unknown: make sure a delayed
     // one never starts the child. Never launch again.
     absl::Status marker;
@@ -478,12 +482,15 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
   wire::Hello hello = state->ResumeHello();
   hello.set_control(options.control);
   absl::StatusOr<wire::Welcome> welcome = co_await ReattachUntil(*state, hello, deadline);
-  if (!welcome.ok() && absl::IsUnavailable(welcome.status()) && ErrorCodeOf(welcome.status()) != ErrorCode::kBusy &&
-      !(co_await Cancelled())) {
+  if (!welcome.ok() &&
+      (absl::IsUnavailable(welcome.status()) || ErrorCodeOf(welcome.status()) == ErrorCode::kOutcomeUnknown) &&
+      ErrorCodeOf(welcome.status()) != ErrorCode::kBusy && !(co_await Cancelled())) {
     // The connection ended without an answer: a supervisor that was ending
     // (it removes its directory first) or had just died, or one that could
-    // not take the connection. One more look tells them apart: gone now
-    // (NOT_FOUND), or still there and refusing (UNAVAILABLE, never "gone").
+    // not take the connection (or the transport lost the answer to the call
+    // that ran the reattach: OUTCOME_UNKNOWN, and a reattach is safe to run
+    // again). One more look tells them apart: gone now (NOT_FOUND), or
+    // still there and refusing (UNAVAILABLE, never "gone").
     if (state->session) state->session->Close();
     asio::steady_timer pause(transport.executor(), std::chrono::milliseconds(100));
     co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));

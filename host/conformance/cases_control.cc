@@ -217,6 +217,8 @@ awaitable<absl::Status> TerminateIgnoringTerm(Transport& t) {
 
 awaitable<absl::Status> TerminateSetsidGrandchild(Transport& t) {
   Ran probe = co_await RunArgv(t, V("sh", "-c", "command -v setsid"));
+  // A probe that never got to its exit (its start lost, say) answers no question.
+  if (!probe.exit && !probe.status.ok()) co_return probe.status;
   if (!probe.exit || probe.exit->code != 0) co_return Unsupported("the sandbox has no setsid");
   // The supervisor finds what escaped the group because orphans are
   // reparented to it (PR_SET_CHILD_SUBREAPER). User-mode emulators such as
@@ -226,6 +228,7 @@ awaitable<absl::Status> TerminateSetsidGrandchild(Transport& t) {
            "(setsid sleep 2 >/dev/null 2>&1 & echo $! > \"${TMPDIR:-/tmp}/.tether-conf-$$\"); sleep 0.3; "
            "p=$(cat \"${TMPDIR:-/tmp}/.tether-conf-$$\"); rm -f \"${TMPDIR:-/tmp}/.tether-conf-$$\"; "
            "pp=$(cut -d' ' -f4 /proc/$p/stat); kill $p; [ \"$pp\" = \"$PPID\" ]"));
+  if (!probe.exit && !probe.status.ok()) co_return probe.status;
   if (!probe.exit || probe.exit->code != 0) {
     co_return Unsupported("orphans are not reparented to the supervisor here (no child subreaper, e.g. qemu-user)");
   }

@@ -111,6 +111,7 @@ awaitable<absl::Status> EnvironmentExact(Transport& t) {
   o = Opts(V("pwd"));
   o.cwd = "/";
   r = co_await Run(t, o, std::nullopt);
+  CONF_EXPECT(r.status.ok(), r.status.ToString());
   CONF_EXPECT(r.out == "/\n", Show(r.out));
   co_return absl::OkStatus();
 }

@@ -36,8 +36,16 @@
 #   runloop   the runloop provider against the Runloop emulator
 #             (tests/emulators/runloop.mjs) over TLS: the text tunnel over
 #             execute_async + SSE, streams ending with 408 every 2 s
-#   runloop-faults  the same with SSE events cut mid-line (1%), 5xx (3%),
-#             1-3 s late answers (1%) and 2-4 s stalls of a stream (0.5%)
+#   runloop-faults  the same with SSE events cut mid-line (1%), 5xx (1%),
+#             1-3 s late answers (1%) and 2-4 s stalls of a stream (0.5%);
+#             also 5xx after the call took effect (2%, the answer lost) and
+#             429 with Retry-After (1%); a command started twice, input
+#             applied twice or a resend before Retry-After (as the emulator
+#             sees them) fails the run. (A start whose execute_async or
+#             input meets a 5xx is OUTCOME_UNKNOWN, never sent again, and its
+#             case is run again once: at 3% + 2% two in a row failed a case
+#             in 1 run of 1, at 1% + 2% in none of 4
+#             once every case reported its start's own failure.)
 #   runloop-exchange  the runloop provider on an emulator where sending stdin
 #             kills the execution (--stdin-kills): tether must detect it and
 #             run the exchange tunnel over the synchronous execute
@@ -247,7 +255,7 @@ case $target in
     # shellcheck source=../lib/runloop_emulator.sh
     source "$(dirname "${BASH_SOURCE[0]}")/../lib/runloop_emulator.sh"
     args=(--tls --sse-ms 2000)
-    spec=seed=1,cut=0.01,http5xx=0.03,slow=0.01,stall=0.005
+    spec=seed=1,cut=0.01,http5xx=0.01,slow=0.01,stall=0.005,lost5xx=0.02,http429=0.01
     [[ $target != runloop-faults ]] || args+=(--faults "$spec")
     [[ $target != runloop-exchange ]] || args+=(--stdin-kills)
     rc=0
@@ -262,6 +270,12 @@ case $target in
     echo "runloop emulator: $(grep -c ' -> ' "$work/runloop/requests.log" || true) requests," \
       "$(grep -c 'stream ends with 408' "$work/runloop/requests.log" || true) streams ended with 408"
     if [[ $target == runloop-faults ]]; then faults_fired runloop "$work/runloop/requests.log" "$spec" || status=1; fi
+    # The emulator's own check: a command started twice, input applied twice,
+    # a resend before Retry-After.
+    if grep ' VIOLATION ' "$work/runloop/requests.log" >&2; then
+      echo "FAIL: runloop emulator: the calls above broke a rule (VIOLATION lines)" >&2
+      status=1
+    fi
     kill -TERM "$runloop_pid" 2>/dev/null || true
     wait "$runloop_pid" 2>/dev/null || true
     exit $status

@@ -195,24 +195,6 @@ TEST_CASE("CommandHttpFailure: a 5xx may come after the command ran, so it is OU
   CHECK(boat::CommandHttpFailure(Resp(404, ""), "x", "sb").code() == absl::StatusCode::kNotFound);
 }
 
-TEST_CASE("RetryAfter reads delta-seconds and an HTTP-date; nothing else") {
-  const auto now = std::chrono::system_clock::from_time_t(784111777);  // Sun, 06 Nov 1994 08:49:37 GMT
-  const auto with = [](std::string v) {
-    net::Response r = Resp(429, "");
-    r.headers.emplace_back("Retry-After", std::move(v));
-    return r;
-  };
-  CHECK(!boat::RetryAfter(Resp(429, ""), now).has_value());
-  CHECK(boat::RetryAfter(with("0"), now) == std::chrono::seconds(0));
-  CHECK(boat::RetryAfter(with("120"), now) == std::chrono::seconds(120));
-  CHECK(boat::RetryAfter(with("Sun, 06 Nov 1994 08:49:40 GMT"), now) == std::chrono::seconds(3));
-  CHECK(boat::RetryAfter(with("Sun, 06 Nov 1994 08:49:00 GMT"), now) == std::chrono::seconds(0));
-  for (const char* bad : {"-1", "soon", "1.5", "Sun, 06 Nov 1994 08:49:40", ""}) {
-    CAPTURE(bad);
-    CHECK(!boat::RetryAfter(with(bad), now).has_value());
-  }
-}
-
 TEST_CASE("WithCallId puts the call's id in a comment line before the command") {
   CHECK(boat::WithCallId("exec 'a'", "0123abcd") == "# tether-call 0123abcd\nexec 'a'");
 }

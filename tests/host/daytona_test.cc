@@ -265,23 +265,6 @@ TEST_CASE("EffectHttpFailure: a 5xx on an exec or input may come after it took e
   CHECK(daytona::EffectHttpFailure(Resp(404, ""), "x", "sb").code() == absl::StatusCode::kNotFound);
 }
 
-TEST_CASE("RetryAfter reads delta-seconds and an HTTP-date; nothing else") {
-  const auto now = std::chrono::system_clock::from_time_t(784111777);  // Sun, 06 Nov 1994 08:49:37 GMT
-  const auto with = [](std::string v) {
-    net::Response r = Resp(429, "");
-    r.headers.emplace_back("Retry-After", std::move(v));
-    return r;
-  };
-  CHECK(!daytona::RetryAfter(Resp(429, ""), now).has_value());
-  CHECK(daytona::RetryAfter(with("7"), now) == std::chrono::seconds(7));
-  CHECK(daytona::RetryAfter(with("Sun, 06 Nov 1994 08:49:40 GMT"), now) == std::chrono::seconds(3));
-  CHECK(daytona::RetryAfter(with("Sun, 06 Nov 1994 08:00:00 GMT"), now) == std::chrono::seconds(0));
-  for (const char* bad : {"-3", "later", "2.5", ""}) {
-    CAPTURE(bad);
-    CHECK(!daytona::RetryAfter(with(bad), now).has_value());
-  }
-}
-
 TEST_CASE("ParseSessionCommands lists the session's command ids, each safe in a path") {
   absl::StatusOr<std::vector<std::string>> ids =
       daytona::ParseSessionCommands(R"({"sessionId":"s","commands":[{"id":"c1","command":"x"},{"id":"c-2","exitCode":0}]})");

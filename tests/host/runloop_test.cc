@@ -219,11 +219,28 @@ TEST_CASE("HttpFailure maps statuses to codes a caller can act on; Scrub removes
     CHECK(runloop::HttpFailure(Resp(s, ""), "GET x", "d1").code() == absl::StatusCode::kUnavailable);
   }
   CHECK(runloop::HttpFailure(Resp(400, ""), "GET x", "d1").code() == absl::StatusCode::kInvalidArgument);
-  CHECK(runloop::RetryableHttpStatus(503));
-  CHECK(!runloop::RetryableHttpStatus(500));
   absl::Status s = runloop::Scrub(absl::UnavailableError("echo key-123 back"), "key-123");
   CHECK(s.code() == absl::StatusCode::kUnavailable);
   CHECK(s.message() == "echo <RUNLOOP_API_KEY> back");
+}
+
+TEST_CASE("EffectHttpFailure: a 5xx on execute_async may come after it started, so it is OUTCOME_UNKNOWN") {
+  for (int st : {500, 502, 503, 504}) {
+    CAPTURE(st);
+    const absl::Status f = runloop::EffectHttpFailure(Resp(st, ""), "POST .../execute_async", "d1");
+    CHECK(ErrorCodeOf(f) == ErrorCode::kOutcomeUnknown);
+    CHECK(absl::StrContains(f.message(), "may have taken effect"));
+  }
+  // Refused before it took effect, or not ours to guess: as HttpFailure says.
+  CHECK(ErrorCodeOf(runloop::EffectHttpFailure(Resp(429, ""), "x", "d1")) == ErrorCode::kUnavailable);
+  CHECK(runloop::EffectHttpFailure(Resp(404, ""), "x", "d1").code() == absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("WithCallId puts the call's id in a comment line before the command; NewCallId differs each time") {
+  CHECK(runloop::WithCallId("exec 'a'", "0123abcd") == "# tether-call 0123abcd\nexec 'a'");
+  const std::string a = runloop::NewCallId(), b = runloop::NewCallId();
+  CHECK(a.size() == 16);
+  CHECK(a != b);
 }
 
 // ---- the transport against a scripted server ---------------------------------
@@ -250,6 +267,12 @@ Answer Json(int status, std::string body) {
 Answer Sse(std::string events) {
   return {absl::StrCat("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n", events),
           true};
+}
+// A 429 with `retry_after` (seconds) as its Retry-After.
+Answer TooMany(std::string retry_after) {
+  const std::string body = R"({"code":429,"message":"slow down"})";
+  return {absl::StrCat("HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: ",
+                       retry_after, "\r\nContent-Length: ", body.size(), "\r\n\r\n", body)};
 }
 std::string View(std::string status, std::string extra = "") {
   return absl::StrCat(R"({"execution_id":"exe_1","devbox_id":"dbx_1","status":")", status, "\"", extra, "}");
@@ -287,6 +310,23 @@ std::shared_ptr<Transport> MakeTransport(asio::io_context& io, const TestServer&
   absl::StatusOr<std::shared_ptr<Transport>> t = MakeRunloopTransport(io.get_executor(), std::move(o));
   REQUIRE(t.ok());
   return *t;
+}
+
+// The command an execute_async carries, without its "# tether-call ID"
+// line (the id into *id when given).
+std::string CommandOf(const ServerRequest& req, std::string* id = nullptr) {
+  const std::string c(Obj(req.body()).at("command").as_string());
+  const std::string_view prefix = "# tether-call ";
+  REQUIRE(c.rfind(prefix, 0) == 0);
+  const std::size_t nl = c.find('\n');
+  REQUIRE(nl == prefix.size() + 16);  // 8 random bytes in hex
+  if (id != nullptr) *id = c.substr(prefix.size(), nl - prefix.size());
+  return c.substr(nl + 1);
+}
+
+// A stream that never sends anything and never ends (the reader waits).
+Answer SilentStream() {
+  return {"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n", false};
 }
 
 int Count(const FakeRunloop& f, const std::string& segment) {
@@ -424,7 +464,7 @@ TEST_CASE("a streaming Exec: stdin, output across a 408 end and a cut, resumed f
   CHECK(first.target() == "/v1/devboxes/dbx_1/execute_async");
   CHECK(std::string(first[boost::beast::http::field::authorization]) == absl::StrCat("Bearer ", kKey));
   json::object body = Obj(first.body());
-  CHECK(body.at("command").as_string() == "exec '/bin/cat'");
+  CHECK(CommandOf(first) == "exec '/bin/cat'");
   CHECK(body.at("attach_stdin").as_bool());
   bool saw_text = false;
   for (const ServerRequest& r : fake->requests) {
@@ -617,6 +657,243 @@ TEST_CASE("PutFile uploads multipart to a temporary name, then one command check
   CHECK(absl::StrContains(script, "/tmp/x/f.up."));
   CHECK(absl::StrContains(script, "/tmp/x/f"));
   CHECK(Count(*fake, "upload_file") == 1);
+}
+
+// ---- what is sent again (issue 29: a 5xx may come after the call took
+// effect; a 429 comes before it, with Retry-After) ----------------------------
+
+TEST_CASE("an execute_async answered 5xx may have started: OUTCOME_UNKNOWN, never sent again") {
+  for (int status : {502, 503, 504}) {
+    CAPTURE(status);
+    asio::io_context io;
+    auto fake = std::make_shared<FakeRunloop>();
+    fake->routes["execute_async"] = [&](const ServerRequest&) {
+      return Json(status, R"({"message":"gateway timed out"})");
+    };
+    TestServer server(io, Serve(fake));
+    std::shared_ptr<Transport> t = MakeTransport(io, server, RunloopOptions::Mode::kStream);
+    Run(io, [&]() -> asio::awaitable<void> {
+      std::vector<std::string> argv = {"/bin/cat"};
+      absl::StatusOr<std::unique_ptr<Channel>> ch = co_await t->Exec(argv);
+      REQUIRE(!ch.ok());
+      CHECK(ErrorCodeOf(ch.status()) == ErrorCode::kOutcomeUnknown);
+      CHECK(absl::StrContains(ch.status().message(), "not sent again"));
+      CHECK(!absl::StrContains(ch.status().message(), kKey));
+    });
+    CHECK(Count(*fake, "execute_async") == 1);
+  }
+}
+
+TEST_CASE("every execute_async is a call of its own: a new Exec of the same argv carries a new call id") {
+  asio::io_context io;
+  auto fake = std::make_shared<FakeRunloop>();
+  fake->routes["execute_async"] = [](const ServerRequest&) { return Json(200, View("running")); };
+  fake->routes["stream_stdout_updates"] = [](const ServerRequest&) { return SilentStream(); };
+  fake->routes["kill"] = [](const ServerRequest&) { return Json(200, View("completed", R"(,"exit_status":137)")); };
+  TestServer server(io, Serve(fake));
+  std::shared_ptr<Transport> t = MakeTransport(io, server, RunloopOptions::Mode::kStream);
+  Run(io, [&]() -> asio::awaitable<void> {
+    for (int i = 0; i < 2; ++i) {
+      std::vector<std::string> argv = {"/bin/cat"};
+      absl::StatusOr<std::unique_ptr<Channel>> ch = co_await t->Exec(argv);
+      REQUIRE(ch.ok());
+      (*ch)->Close();
+    }
+  });
+  std::vector<std::string> ids;
+  for (const ServerRequest& r : fake->requests) {
+    if (!absl::EndsWith(std::string(r.target()), "/execute_async")) continue;
+    std::string id;
+    CHECK(CommandOf(r, &id) == "exec '/bin/cat'");
+    ids.push_back(id);
+  }
+  REQUIRE(ids.size() == 2);
+  CHECK(ids[0] != ids[1]);
+}
+
+TEST_CASE("an execute_async answered 429 is the same call sent again after its Retry-After") {
+  asio::io_context io;
+  auto fake = std::make_shared<FakeRunloop>();
+  std::vector<std::chrono::steady_clock::time_point> at;
+  fake->routes["execute_async"] = [&](const ServerRequest&) {
+    at.push_back(std::chrono::steady_clock::now());
+    if (at.size() == 1) return TooMany("1");
+    return Json(200, View("running"));
+  };
+  fake->routes["stream_stdout_updates"] = [](const ServerRequest&) { return SilentStream(); };
+  fake->routes["kill"] = [](const ServerRequest&) { return Json(200, View("completed", R"(,"exit_status":137)")); };
+  TestServer server(io, Serve(fake));
+  std::shared_ptr<Transport> t = MakeTransport(io, server, RunloopOptions::Mode::kStream);
+  Run(io, [&]() -> asio::awaitable<void> {
+    std::vector<std::string> argv = {"/bin/cat"};
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await t->Exec(argv);
+    REQUIRE(ch.ok());
+    (*ch)->Close();
+  });
+  REQUIRE(at.size() == 2);
+  // A lower bound (the delay the server asked for), not a timing: it holds
+  // however loaded the machine is.
+  CHECK(at[1] - at[0] >= std::chrono::seconds(1));
+  std::vector<std::string> bodies;
+  for (const ServerRequest& r : fake->requests) {
+    if (absl::EndsWith(std::string(r.target()), "/execute_async")) bodies.push_back(r.body());
+  }
+  REQUIRE(bodies.size() == 2);
+  CHECK(bodies[0] == bodies[1]);  // the same call: the same id
+}
+
+TEST_CASE("a 429 asking for more than 30 s is UNAVAILABLE at once, not waited for") {
+  asio::io_context io;
+  auto fake = std::make_shared<FakeRunloop>();
+  fake->routes["execute_async"] = [](const ServerRequest&) { return TooMany("3600"); };
+  TestServer server(io, Serve(fake));
+  std::shared_ptr<Transport> t = MakeTransport(io, server, RunloopOptions::Mode::kStream);
+  Run(io, [&]() -> asio::awaitable<void> {
+    std::vector<std::string> argv = {"/bin/true"};
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await t->Exec(argv);
+    REQUIRE(!ch.ok());
+    CHECK(ErrorCodeOf(ch.status()) == ErrorCode::kUnavailable);
+    CHECK(absl::StrContains(ch.status().message(), "Retry-After 3600"));
+  });
+  CHECK(Count(*fake, "execute_async") == 1);
+}
+
+TEST_CASE("stdin text answered 5xx may have been applied: never sent again; the channel is given up") {
+  asio::io_context io;
+  auto fake = std::make_shared<FakeRunloop>();
+  fake->routes["execute_async"] = [](const ServerRequest&) { return Json(200, View("running")); };
+  fake->routes["send_std_in"] = [](const ServerRequest&) { return Json(502, "bad gateway"); };
+  fake->routes["stream_stdout_updates"] = [](const ServerRequest&) { return SilentStream(); };
+  fake->routes["kill"] = [](const ServerRequest&) { return Json(200, View("completed", R"(,"exit_status":137)")); };
+  TestServer server(io, Serve(fake));
+  std::shared_ptr<Transport> t = MakeTransport(io, server, RunloopOptions::Mode::kStream);
+  Run(io, [&]() -> asio::awaitable<void> {
+    std::vector<std::string> argv = {"/bin/cat"};
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await t->Exec(argv);
+    REQUIRE(ch.ok());
+    CHECK((co_await (*ch)->Write("~T1>one|00\n")).ok());  // queued; the POST goes beside
+    char buf[16];
+    // Ended by the lost answer, not by the stream (which never ends).
+    absl::StatusOr<std::size_t> n = co_await (*ch)->ReadSome({buf, sizeof buf});
+    REQUIRE(!n.ok());
+    CHECK(ErrorCodeOf(n.status()) == ErrorCode::kUnavailable);
+    CHECK(absl::StrContains(n.status().message(), "not sent again"));
+    CHECK(ErrorCodeOf(co_await (*ch)->Write("~T1>two|00\n")) == ErrorCode::kUnavailable);
+    (*ch)->Close();
+    for (int i = 0; i < 600 && Count(*fake, "kill") == 0; ++i) co_await Sleep(milliseconds(50));
+  });
+  CHECK(Count(*fake, "send_std_in") == 1);
+  CHECK(Count(*fake, "kill") == 1);  // the abandoned execution
+}
+
+TEST_CASE("stdin text answered 429 is sent again after its Retry-After, once applied") {
+  asio::io_context io;
+  auto fake = std::make_shared<FakeRunloop>();
+  fake->routes["execute_async"] = [](const ServerRequest&) { return Json(200, View("running")); };
+  std::vector<std::chrono::steady_clock::time_point> at;
+  fake->routes["send_std_in"] = [&](const ServerRequest&) {
+    at.push_back(std::chrono::steady_clock::now());
+    if (at.size() == 1) return TooMany("1");
+    return Json(200, View("running"));
+  };
+  fake->routes["stream_stdout_updates"] = [](const ServerRequest&) { return Sse(Event("one", 3)); };
+  fake->routes["wait_for_status"] = [](const ServerRequest&) {
+    return Json(200, View("completed", R"(,"exit_status":0,"stdout":"one","stderr":"")"));
+  };
+  TestServer server(io, Serve(fake));
+  std::shared_ptr<Transport> t = MakeTransport(io, server, RunloopOptions::Mode::kStream);
+  Run(io, [&]() -> asio::awaitable<void> {
+    std::vector<std::string> argv = {"/bin/cat"};
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await t->Exec(argv);
+    REQUIRE(ch.ok());
+    CHECK((co_await (*ch)->Write("one")).ok());
+    for (int i = 0; i < 600 && at.size() < 2; ++i) co_await Sleep(milliseconds(50));
+    (*ch)->Close();
+  });
+  REQUIRE(at.size() == 2);
+  CHECK(at[1] - at[0] >= std::chrono::seconds(1));  // a lower bound, as above
+}
+
+TEST_CASE("the EOF signal is safe to repeat: sent again after a 5xx; 'not running' then means it was applied") {
+  asio::io_context io;
+  auto fake = std::make_shared<FakeRunloop>();
+  fake->routes["execute_async"] = [](const ServerRequest&) { return Json(200, View("running")); };
+  int eofs = 0;
+  fake->routes["send_std_in"] = [&](const ServerRequest&) {
+    // The first EOF took effect (the command exited) and its answer was lost.
+    if (++eofs == 1) return Json(503, "lost");
+    return Json(400, R"({"message":"execution exe_1 is not running"})");
+  };
+  fake->routes["stream_stdout_updates"] = [](const ServerRequest&) { return Sse(Event("done", 4)); };
+  fake->routes["wait_for_status"] = [](const ServerRequest&) {
+    return Json(200, View("completed", R"(,"exit_status":0,"stdout":"done","stderr":"")"));
+  };
+  TestServer server(io, Serve(fake));
+  std::shared_ptr<Transport> t = MakeTransport(io, server, RunloopOptions::Mode::kStream);
+  Run(io, [&]() -> asio::awaitable<void> {
+    std::vector<std::string> argv = {"/bin/cat"};
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await t->Exec(argv);
+    REQUIRE(ch.ok());
+    (*ch)->CloseWrite();
+    for (int i = 0; i < 600 && eofs < 2; ++i) co_await Sleep(milliseconds(50));
+    std::string out;
+    char buf[16];
+    for (;;) {
+      absl::StatusOr<std::size_t> n = co_await (*ch)->ReadSome({buf, sizeof buf});
+      REQUIRE(n.ok());
+      if (*n == 0) break;
+      out.append(buf, *n);
+    }
+    CHECK(out == "done");
+    CHECK(*(*ch)->exit_code() == 0);
+  });
+  CHECK(eofs == 2);
+}
+
+TEST_CASE("Prepare's probe whose input lost its answer is not sent the line again: the kill's view tells") {
+  asio::io_context io;
+  auto fake = std::make_shared<FakeRunloop>();
+  fake->routes["execute_async"] = [](const ServerRequest&) { return Json(200, View("running")); };
+  fake->routes["send_std_in"] = [](const ServerRequest&) { return Json(502, "lost"); };
+  fake->routes["kill"] = [](const ServerRequest&) {
+    return Json(200, View("completed", R"(,"exit_status":0,"stdout":"tether-stdin:ok\n")"));
+  };
+  TestServer server(io, Serve(fake));
+  std::shared_ptr<Transport> t = MakeTransport(io, server);
+  Run(io, [&]() -> asio::awaitable<void> {
+    CHECK((co_await t->Prepare()).ok());
+    CHECK(tunnel::ChooseTunnel(t->capabilities()).mode == TunnelMode::kText);
+  });
+  CHECK(Count(*fake, "send_std_in") == 1);
+  CHECK(Count(*fake, "execute_async") == 1);
+}
+
+TEST_CASE("Prepare runs a new probe when one's start lost its answer, never the same call again") {
+  asio::io_context io;
+  auto fake = std::make_shared<FakeRunloop>();
+  int starts = 0;
+  fake->routes["execute_async"] = [&](const ServerRequest&) {
+    if (++starts == 1) return Json(504, "lost");
+    return Json(200, View("running"));
+  };
+  fake->routes["send_std_in"] = [](const ServerRequest&) {
+    return Json(200, View("completed", R"(,"exit_status":137)"));
+  };
+  TestServer server(io, Serve(fake));
+  std::shared_ptr<Transport> t = MakeTransport(io, server);
+  Run(io, [&]() -> asio::awaitable<void> {
+    CHECK((co_await t->Prepare()).ok());
+    CHECK(tunnel::ChooseTunnel(t->capabilities()).mode == TunnelMode::kExchange);
+  });
+  std::vector<std::string> ids;
+  for (const ServerRequest& r : fake->requests) {
+    if (!absl::EndsWith(std::string(r.target()), "/execute_async")) continue;
+    std::string id;
+    CommandOf(r, &id);
+    ids.push_back(id);
+  }
+  REQUIRE(ids.size() == 2);
+  CHECK(ids[0] != ids[1]);
 }
 
 }  // namespace

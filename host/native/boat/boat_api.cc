@@ -4,13 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <ctime>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "tether/output_helpers.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_replace.h"
 #include "tether/errors.h"
 #include "tether/shell_setup.h"
@@ -133,24 +131,6 @@ absl::Status CommandHttpFailure(const net::Response& r, std::string_view what, s
   return OutcomeUnknownError(absl::StrCat("boat: ", st.message(),
                                           ": the command may have run (the answer was lost on the way) and Boat "
                                           "has no request id to ask about it: not sent again"));
-}
-
-std::optional<std::chrono::seconds> RetryAfter(const net::Response& r, std::chrono::system_clock::time_point now) {
-  constexpr std::int64_t kMax = 1 << 30;  // s: far beyond any delay a caller waits
-  const std::string v(r.header("Retry-After"));
-  if (v.empty()) return std::nullopt;
-  std::int64_t n = 0;
-  if (absl::SimpleAtoi(v, &n)) {
-    if (n < 0) return std::nullopt;
-    return std::chrono::seconds(std::min(n, kMax));
-  }
-  std::tm tm{};
-  const char* end = ::strptime(v.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-  if (end == nullptr || *end != '\0') return std::nullopt;
-  const auto at = std::chrono::system_clock::from_time_t(::timegm(&tm));
-  if (at <= now) return std::chrono::seconds(0);
-  return std::chrono::seconds(
-      std::min<std::int64_t>(std::chrono::ceil<std::chrono::seconds>(at - now).count(), kMax));
 }
 
 absl::Status HttpFailure(const net::Response& r, std::string_view what, std::string_view sandbox_id) {

@@ -9,9 +9,7 @@
 //   absl::StatusOr<boat::CommandResult> r = boat::ParseCommandResponse(resp.body);
 #pragma once
 
-#include <chrono>
 #include <cstddef>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,10 +79,6 @@ absl::Status CommandHttpFailure(const net::Response& r, std::string_view what, s
 // Whether an HTTP status means "not done, try again" for a call that is
 // safe to repeat (PUT files to a temporary name): 429, 502, 503, 504.
 bool RetryableHttpStatus(int status);
-
-// A 429's Retry-After (delta-seconds, or an HTTP-date relative to `now`; a
-// date in the past is 0 s); nullopt when absent or unreadable.
-std::optional<std::chrono::seconds> RetryAfter(const net::Response& r, std::chrono::system_clock::time_point now);
 
 // `st` with every occurrence of `key` replaced by <BOAT_API_KEY> (a server
 // that echoes the key back must not put it in our messages).

@@ -21,6 +21,7 @@
 #include "host/internal/random.h"
 #include "host/native/boat/boat_api.h"
 #include "host/net/http.h"
+#include "host/net/retry_after.h"
 #include "protocol/sha256.h"
 #include "tether/errors.h"
 #include "tether/shell_setup.h"
@@ -33,7 +34,6 @@ namespace {
 
 constexpr int kCallAttempts = 5;                       // a call answered 429 (a PUT also 502/503/504)
 constexpr std::chrono::milliseconds kCallBackoff{100};  // doubled per attempt (a 429 without Retry-After)
-constexpr std::chrono::seconds kMaxRetryAfter{30};      // a 429 asking for longer is given up on
 constexpr std::chrono::seconds kHttpSlack{30};           // a command's HTTP call beyond its timeoutSeconds
 constexpr std::chrono::milliseconds kUploadTimeout{300000};  // one PUT /files (a supervisor is a few MB)
 constexpr int kScriptAttempts = 3;               // a setup script whose call failed: they are idempotent
@@ -49,16 +49,6 @@ std::string Env(const char* name) {
 asio::awaitable<void> Sleep(std::chrono::milliseconds d) {
   asio::steady_timer t(co_await asio::this_coro::executor, d);
   co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-}
-
-// How long to wait before sending a call answered 429 again: its
-// Retry-After, else `backoff`; nullopt when it asks for more than
-// kMaxRetryAfter (the caller gives up: UNAVAILABLE).
-std::optional<std::chrono::milliseconds> DelayOf429(const net::Response& r, std::chrono::milliseconds backoff) {
-  const std::optional<std::chrono::seconds> after = boat::RetryAfter(r, std::chrono::system_clock::now());
-  if (!after) return backoff;
-  if (*after > kMaxRetryAfter) return std::nullopt;
-  return std::chrono::duration_cast<std::chrono::milliseconds>(*after);
 }
 
 // The two calls, shared by the transport and every command in flight (a
@@ -107,11 +97,11 @@ struct BoatApi {
       if (resp->status != 429 || attempt >= kCallAttempts) {
         co_return boat::Scrub(boat::CommandHttpFailure(*resp, what, sandbox_id), api_key);
       }
-      const std::optional<std::chrono::milliseconds> delay = DelayOf429(*resp, backoff);
+      const std::optional<std::chrono::milliseconds> delay = net::RetryDelay(*resp, backoff);
       if (!delay) {
         co_return boat::Scrub(absl::UnavailableError(absl::StrCat("boat: ", what, " answered 429 with Retry-After ",
                                                                   std::string(resp->header("Retry-After")), ", above the ",
-                                                                  kMaxRetryAfter.count(), " s tether waits")),
+                                                                  net::kMaxRetryAfter.count(), " s tether waits")),
                               api_key);
       }
       co_await Sleep(*delay);
@@ -144,7 +134,7 @@ struct BoatApi {
         co_return boat::Scrub(st, api_key);
       }
       std::optional<std::chrono::milliseconds> delay = backoff;
-      if (resp.ok() && resp->status == 429) delay = DelayOf429(*resp, backoff);
+      if (resp.ok() && resp->status == 429) delay = net::RetryDelay(*resp, backoff);
       if (!delay) co_return boat::Scrub(st, api_key);
       co_await Sleep(*delay);
       backoff *= 2;

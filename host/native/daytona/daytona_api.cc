@@ -4,10 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <ctime>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "tether/output_helpers.h"
 #include "absl/strings/str_replace.h"
@@ -248,24 +246,6 @@ absl::Status EffectHttpFailure(const net::Response& r, std::string_view what, st
   const absl::Status st = net::HttpError(r, what);
   return OutcomeUnknownError(absl::StrCat("daytona: ", std::string(st.message()),
                                           ": the call may have taken effect (the answer was lost on the way)"));
-}
-
-std::optional<std::chrono::seconds> RetryAfter(const net::Response& r, std::chrono::system_clock::time_point now) {
-  constexpr std::int64_t kMax = 1 << 30;  // s: far beyond any delay a caller waits
-  const std::string v(r.header("Retry-After"));
-  if (v.empty()) return std::nullopt;
-  std::int64_t n = 0;
-  if (absl::SimpleAtoi(v, &n)) {
-    if (n < 0) return std::nullopt;
-    return std::chrono::seconds(std::min(n, kMax));
-  }
-  std::tm tm{};
-  const char* end = ::strptime(v.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-  if (end == nullptr || *end != '\0') return std::nullopt;
-  const auto at = std::chrono::system_clock::from_time_t(::timegm(&tm));
-  if (at <= now) return std::chrono::seconds(0);
-  return std::chrono::seconds(
-      std::min<std::int64_t>(std::chrono::ceil<std::chrono::seconds>(at - now).count(), kMax));
 }
 
 absl::Status Scrub(const absl::Status& st, std::string_view key) {

@@ -10,7 +10,6 @@
 //   d.Feed(ws_message, &stdout_bytes, &stderr_bytes);
 #pragma once
 
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -108,10 +107,6 @@ bool RetryableHttpStatus(int status);
 // taking the call and answering it: it may have taken effect); others as
 // HttpFailure.
 absl::Status EffectHttpFailure(const net::Response& r, std::string_view what, std::string_view sandbox_id);
-
-// A 429's Retry-After (delta-seconds, or an HTTP-date relative to `now`; a
-// date in the past is 0 s); nullopt when absent or unreadable.
-std::optional<std::chrono::seconds> RetryAfter(const net::Response& r, std::chrono::system_clock::time_point now);
 
 // `st` with every occurrence of `key` replaced by <DAYTONA_API_KEY>.
 absl::Status Scrub(const absl::Status& st, std::string_view key);

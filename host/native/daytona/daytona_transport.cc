@@ -23,6 +23,7 @@
 #include "host/internal/random.h"
 #include "host/native/daytona/daytona_api.h"
 #include "host/net/http.h"
+#include "host/net/retry_after.h"
 #include "protocol/sha256.h"
 #include "tether/errors.h"
 #include "tether/shell_setup.h"
@@ -36,7 +37,6 @@ namespace {
 constexpr std::string_view kDefaultApiUrl = "https://app.daytona.io/api";  // the SDK's default
 constexpr int kCallAttempts = 5;                          // a call answered 429 (a safe one also 502/503/504)
 constexpr std::chrono::milliseconds kCallBackoff{100};    // doubled per attempt (a 429 without Retry-After)
-constexpr std::chrono::seconds kMaxRetryAfter{30};        // a 429 asking for longer is given up on
 constexpr int kExecAttempts = 3;                          // session + exec whose call failed transiently
 constexpr int kExecChecks = 3;                            // an exec lost, found not to have run, sent again
 constexpr int kMaxReopens = 6;                            // log stream reconnects per channel
@@ -112,18 +112,14 @@ struct DaytonaApi {
         co_return Clean(safe ? daytona::HttpFailure(*resp, what, sandbox_id)
                              : daytona::EffectHttpFailure(*resp, what, sandbox_id));
       }
-      std::chrono::milliseconds delay = backoff;
-      if (resp->status == 429) {
-        if (std::optional<std::chrono::seconds> after = daytona::RetryAfter(*resp, std::chrono::system_clock::now())) {
-          if (*after > kMaxRetryAfter) {
-            co_return Clean(absl::UnavailableError(absl::StrCat("daytona: ", what, " answered 429 with Retry-After ",
-                                                                std::string(resp->header("Retry-After")), ", above the ",
-                                                                kMaxRetryAfter.count(), " s tether waits")));
-          }
-          delay = std::chrono::duration_cast<std::chrono::milliseconds>(*after);
-        }
+      std::optional<std::chrono::milliseconds> delay = backoff;
+      if (resp->status == 429) delay = net::RetryDelay(*resp, backoff);
+      if (!delay) {
+        co_return Clean(absl::UnavailableError(absl::StrCat("daytona: ", what, " answered 429 with Retry-After ",
+                                                            std::string(resp->header("Retry-After")), ", above the ",
+                                                            net::kMaxRetryAfter.count(), " s tether waits")));
       }
-      asio::steady_timer t(co_await asio::this_coro::executor, delay);
+      asio::steady_timer t(co_await asio::this_coro::executor, *delay);
       co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
       backoff *= 2;
     }

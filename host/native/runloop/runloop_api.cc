@@ -281,7 +281,19 @@ std::string MultipartBody(std::string_view boundary, std::string_view path, std:
   return b;
 }
 
-bool RetryableHttpStatus(int status) { return status == 429 || status == 502 || status == 503 || status == 504; }
+absl::Status EffectHttpFailure(const net::Response& r, std::string_view what, std::string_view devbox_id) {
+  if (r.status < 500 || r.status > 599) return HttpFailure(r, what, devbox_id);
+  const absl::Status st = net::HttpError(r, what);
+  return OutcomeUnknownError(absl::StrCat("runloop: ", std::string(st.message()),
+                                          ": the call may have taken effect (the answer was lost on the way), and "
+                                          "Runloop has no request id to ask about it: not sent again"));
+}
+
+std::string WithCallId(std::string_view command, std::string_view call_id) {
+  return absl::StrCat("# tether-call ", A(call_id), "\n", A(command));
+}
+
+std::string NewCallId() { return absl::BytesToHexString(A(internal::RandomBytes(8))); }
 
 absl::Status HttpFailure(const net::Response& r, std::string_view what, std::string_view devbox_id) {
   const absl::Status st = net::HttpError(r, what);

@@ -131,10 +131,22 @@ std::string MultipartBody(std::string_view boundary, std::string_view path, std:
 // names the call.
 absl::Status HttpFailure(const net::Response& r, std::string_view what, std::string_view devbox_id);
 
-// Whether a call that may have started something (execute_async) is safe
-// to send again after this status: 429, 502, 503, 504 (our assumption: a
-// gateway or the rate limiter answered, nothing ran).
-bool RetryableHttpStatus(int status);
+// The failure of a call that is not safe to repeat (execute_async, stdin
+// text): any 5xx is OUTCOME_UNKNOWN (a gateway or the service failed
+// somewhere between taking the call and answering it: it may have taken
+// effect, and Runloop has no idempotency key for these calls nor a list of
+// a devbox's executions to ask, so it is not sent again); others as
+// HttpFailure.
+absl::Status EffectHttpFailure(const net::Response& r, std::string_view what, std::string_view devbox_id);
+
+// `command` behind a first line "# tether-call CALL_ID" (a shell comment:
+// nothing runs). execute_async has no request id; this one makes every
+// start tether sends its own call, so a resend of the same call (after a
+// 429) is told apart from a new call with the same command line, in the
+// service's records and by the emulator's duplicate check.
+std::string WithCallId(std::string_view command, std::string_view call_id);
+// 8 random bytes in hex, for WithCallId.
+std::string NewCallId();
 
 // `st` with every occurrence of `key` replaced by <RUNLOOP_API_KEY>.
 absl::Status Scrub(const absl::Status& st, std::string_view key);

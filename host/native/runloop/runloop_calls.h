@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "host/native/runloop/runloop_api.h"
 #include "host/net/http.h"
+#include "host/net/retry_after.h"
 
 namespace tether::runloop {
 
@@ -64,11 +65,14 @@ struct RunloopApi {
   }
   absl::Status Fail(const absl::Status& st) const { return runloop::Scrub(st, api_key); }
 
-  // POST `target` with `body`, sent again after a transient failure when
-  // `repeatable` says the call may be repeated: kAnyFailure (idempotent),
-  // kNotStarted (only after 429/502/503/504). 408 is returned as is (a long
-  // poll's "not yet").
-  enum class Repeat { kNever, kNotStarted, kAnyFailure };
+  // POST `target` with `body`. kOnce: a call that is not safe to repeat
+  // (execute_async, stdin text) is sent again only after a 429 (refused
+  // before it took effect); any other answer or failure is returned as is.
+  // kAnyFailure: a call that is safe to repeat (idempotent) is also sent
+  // again after a 5xx or a failed connection. A 429 waits its Retry-After
+  // (net::RetryDelay; more than net::kMaxRetryAfter is UNAVAILABLE at
+  // once), else the backoff. 408 is returned as is (a long poll's "not yet").
+  enum class Repeat { kOnce, kAnyFailure };
   asio::awaitable<absl::StatusOr<net::Response>> Post(std::string target, std::string body, Repeat repeat) {
     std::chrono::milliseconds backoff = kCallBackoff;
     for (int attempt = 1;; ++attempt) {
@@ -78,27 +82,39 @@ struct RunloopApi {
       r.headers = Headers();
       r.body = body;
       absl::StatusOr<net::Response> resp = co_await calls->Call(std::move(r));
-      bool again = false;
+      std::optional<std::chrono::milliseconds> delay = backoff;
       if (!resp.ok()) {
-        again = repeat == Repeat::kAnyFailure && resp.status().code() == absl::StatusCode::kUnavailable;
+        const bool again = repeat == Repeat::kAnyFailure && resp.status().code() == absl::StatusCode::kUnavailable;
         if (!again || attempt >= kCallAttempts) {
           co_return Fail(absl::Status(resp.status().code(), absl::StrCat("runloop: ", resp.status().message())));
         }
       } else {
         const int s = resp->status;
-        again = (repeat != Repeat::kNever && runloop::RetryableHttpStatus(s)) ||
-                (repeat == Repeat::kAnyFailure && s >= 500);
+        const bool again = s == 429 || (repeat == Repeat::kAnyFailure && s >= 500 && s <= 599);
         if (!again || attempt >= kCallAttempts) co_return resp;
+        if (s == 429) delay = net::RetryDelay(*resp, backoff);
+        if (!delay) {
+          co_return Fail(absl::UnavailableError(absl::StrCat(
+              "runloop: POST ", target.substr(0, target.find('?')), " answered 429 with Retry-After ",
+              std::string(resp->header("Retry-After")), ", above the ", net::kMaxRetryAfter.count(),
+              " s tether waits")));
+        }
       }
-      co_await Sleep(backoff);
+      co_await Sleep(*delay);
       backoff = std::min(backoff * 2, kMaxBackoff);
     }
   }
 
-  // A 2xx view, or the failure as a Status (`what` names the call).
-  absl::StatusOr<runloop::ExecutionView> View(const absl::StatusOr<net::Response>& resp, std::string_view what) const {
+  // A 2xx view, or the failure as a Status (`what` names the call); with
+  // `effect` (a call that is not safe to repeat) a 5xx is OUTCOME_UNKNOWN
+  // (runloop::EffectHttpFailure).
+  absl::StatusOr<runloop::ExecutionView> View(const absl::StatusOr<net::Response>& resp, std::string_view what,
+                                              bool effect = false) const {
     if (!resp.ok()) return resp.status();
-    if (!net::IsSuccess(*resp)) return Fail(runloop::HttpFailure(*resp, what, devbox_id));
+    if (!net::IsSuccess(*resp)) {
+      return Fail(effect ? runloop::EffectHttpFailure(*resp, what, devbox_id)
+                         : runloop::HttpFailure(*resp, what, devbox_id));
+    }
     absl::StatusOr<runloop::ExecutionView> v = runloop::ParseExecutionView(resp->body);
     if (!v.ok()) return Fail(v.status());
     return v;
@@ -126,6 +142,19 @@ struct RunloopApi {
     if (!v.ok()) co_return v.status();
     if (!v->completed()) co_return std::nullopt;
     co_return std::optional<runloop::ExecutionView>(*std::move(v));
+  }
+
+  // execute_async `command` with stdin attached, as a call of its own
+  // (runloop::WithCallId), sent once (Repeat::kOnce): a 5xx is
+  // OUTCOME_UNKNOWN, a failed connection UNAVAILABLE; neither is sent
+  // again, and a caller whose command is safe to start twice starts it
+  // again as a new call.
+  asio::awaitable<absl::StatusOr<runloop::ExecutionView>> StartAsync(std::string command) {
+    absl::StatusOr<std::string> body =
+        runloop::ExecuteAsyncJson(runloop::WithCallId(command, runloop::NewCallId()), true);
+    if (!body.ok()) co_return body.status();
+    absl::StatusOr<net::Response> resp = co_await Post(absl::StrCat(Base(), "/execute_async"), *body, Repeat::kOnce);
+    co_return View(resp, "POST .../execute_async", /*effect=*/true);
   }
 
   // execute (synchronous, idempotent by command_id) until completed.

@@ -13,6 +13,7 @@
 #include "host/internal/condition.h"
 #include "host/native/runloop/runloop_api.h"
 #include "host/net/http.h"
+#include "host/net/retry_after.h"
 #include "tether/output_helpers.h"
 
 namespace tether::runloop {
@@ -93,12 +94,20 @@ asio::awaitable<void> ReadLoop(std::shared_ptr<StreamState> s) {
     bool progress = false;
     bool ended = false;   // the service closed the stream cleanly: output complete
     absl::Status why;     // why this connection failed
+    std::optional<std::chrono::milliseconds> delay = backoff;  // before the next connection
     if (!opened.ok()) {
       why = opened.status();
     } else if ((*opened)->head().status != 200) {
       net::Response r = co_await ErrorResponse(**opened);
       why = runloop::HttpFailure(r, "GET .../stream_stdout_updates", api.devbox_id);
       if (why.code() != absl::StatusCode::kUnavailable) co_return co_await FailStream(s, why);
+      if (r.status == 429) delay = net::RetryDelay(r, backoff);
+      if (!delay) {
+        co_return co_await FailStream(
+            s, absl::UnavailableError(absl::StrCat("runloop: GET .../stream_stdout_updates answered 429 with "
+                                                   "Retry-After ", std::string(r.header("Retry-After")),
+                                                   ", above the ", net::kMaxRetryAfter.count(), " s tether waits")));
+      }
     } else {
       s->stream = *std::move(opened);
       runloop::SseDecoder sse;
@@ -182,22 +191,39 @@ asio::awaitable<void> ReadLoop(std::shared_ptr<StreamState> s) {
           s, absl::UnavailableError(absl::StrCat("runloop: the output stream failed ", failures,
                                                  " times in a row: ", why.message())));
     }
-    co_await Sleep(backoff);
+    co_await Sleep(*delay);
     backoff = std::min(backoff * 2, kMaxBackoff);
   }
 }
 
 // One send_std_in with `body`; detects an execution that stdin killed.
-asio::awaitable<absl::Status> PostStdin(std::shared_ptr<StreamState> s, std::string body) {
-  absl::StatusOr<net::Response> resp = co_await s->api->Post(s->api->ExecPath(s->eid, "send_std_in"), std::move(body),
-                                                             RunloopApi::Repeat::kAnyFailure);
+// Text is sent once (Repeat::kOnce: it has no offset or request id, so a
+// resend after a lost answer could apply it twice): a 5xx or a failed
+// connection gives the channel up (UNAVAILABLE), and the tunnel reattaches
+// through a new execution, resending by its own offsets what the
+// supervisor lacks. The EOF signal is safe to repeat (stdin closes once);
+// an EOF refused because the execution no longer runs has nothing left to
+// close.
+asio::awaitable<absl::Status> PostStdin(std::shared_ptr<StreamState> s, std::string body, bool eof) {
+  absl::StatusOr<net::Response> resp =
+      co_await s->api->Post(s->api->ExecPath(s->eid, "send_std_in"), std::move(body),
+                            eof ? RunloopApi::Repeat::kAnyFailure : RunloopApi::Repeat::kOnce);
   absl::Status st;
   if (!resp.ok()) {
     st = resp.status();
+    if (!eof && st.code() == absl::StatusCode::kUnavailable) {
+      st = absl::UnavailableError(absl::StrCat(st.message(), " (the input may have been applied: not sent again)"));
+    }
   } else if (!net::IsSuccess(*resp)) {
     st = runloop::HttpFailure(*resp, "POST .../send_std_in", s->api->devbox_id);
-    // A 4xx other than auth and not-found: the execution is no longer running.
-    if (st.code() == absl::StatusCode::kInvalidArgument || st.code() == absl::StatusCode::kFailedPrecondition) {
+    if (!eof && resp->status >= 500) {
+      st = absl::UnavailableError(absl::StrCat(
+          st.message(), " (the input may have been applied, the answer lost on the way: not sent again; the "
+                        "channel is given up)"));
+    } else if (st.code() == absl::StatusCode::kInvalidArgument ||
+               st.code() == absl::StatusCode::kFailedPrecondition) {
+      // A 4xx other than auth and not-found: the execution is no longer running.
+      if (eof) co_return absl::OkStatus();
       st = absl::UnavailableError(absl::StrCat("runloop: the execution no longer takes stdin (", st.message(), ")"));
     }
   } else {
@@ -241,7 +267,7 @@ asio::awaitable<void> StdinSender(std::shared_ptr<StreamState> s) {
     }
     s->last_send = std::chrono::steady_clock::now();
     s->changed.NotifyAll();  // room in the queue
-    absl::Status st = co_await PostStdin(s, std::move(body));
+    absl::Status st = co_await PostStdin(s, std::move(body), eof);
     if (!st.ok() && !s->closed) {
       s->write_error = st;
       if (!s->error) s->error = st;

@@ -23,7 +23,9 @@
 #include "host/native/runloop/runloop_calls.h"
 #include "host/native/runloop/runloop_channels.h"
 #include "host/net/http.h"
+#include "host/net/retry_after.h"
 #include "protocol/sha256.h"
+#include "tether/errors.h"
 #include "tether/output_helpers.h"
 #include "tether/shell_setup.h"
 
@@ -35,6 +37,7 @@ namespace {
 
 constexpr std::string_view kDefaultBaseUrl = "https://api.runloop.ai";  // the SDK's default
 constexpr std::size_t kCheckFirstBytes = 64 * 1024;   // larger files: ask whether they are there first
+constexpr int kProbeAttempts = 3;                      // stdin probes that lost an answer, in a row
 
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
@@ -82,30 +85,54 @@ class RunloopTransport final : public Transport {
     if (o_.mode != RunloopOptions::Mode::kAuto || verdict_->state != StdinVerdict::kUnknown) {
       co_return absl::OkStatus();
     }
-    absl::StatusOr<std::string> body = runloop::ExecuteAsyncJson(kStdinProbe, true);
-    if (!body.ok()) co_return body.status();
-    absl::StatusOr<net::Response> resp =
-        co_await api_->Post(absl::StrCat(api_->Base(), "/execute_async"), *body, RunloopApi::Repeat::kNotStarted);
-    absl::StatusOr<runloop::ExecutionView> v = api_->View(resp, "POST .../execute_async");
+    absl::Status last;
+    for (int attempt = 0; attempt < kProbeAttempts; ++attempt) {
+      absl::StatusOr<std::optional<bool>> kills = co_await ProbeStdin();
+      if (kills.ok() && kills->has_value()) {
+        verdict_->state = **kills ? StdinVerdict::kKills : StdinVerdict::kWorks;
+        co_return absl::OkStatus();
+      }
+      // A probe whose start or input lost its answer: a new probe is a new
+      // call (the probe is harmless to run twice; one whose start was lost
+      // waits on a stdin nobody writes).
+      if (!kills.ok() && ErrorCodeOf(kills.status()) != ErrorCode::kOutcomeUnknown) co_return kills.status();
+      last = kills.ok() ? absl::UnavailableError("the probe's input lost its answer") : kills.status();
+    }
+    co_return absl::UnavailableError(absl::StrCat("runloop: could not tell whether stdin kills executions: ",
+                                                  kProbeAttempts, " probes lost their answers (", last.message(),
+                                                  ")"));
+  }
+
+  // One stdin probe: whether sending stdin killed it; nullopt when its
+  // input's answer was lost and what the probe did is unknown.
+  asio::awaitable<absl::StatusOr<std::optional<bool>>> ProbeStdin() {
+    absl::StatusOr<runloop::ExecutionView> v = co_await api_->StartAsync(std::string(kStdinProbe));
     if (!v.ok()) co_return v.status();
     const std::string eid = v->execution_id;
     absl::StatusOr<std::string> line = runloop::SendStdinJson("ok\n");
-    resp = co_await api_->Post(api_->ExecPath(eid, "send_std_in"), *line, RunloopApi::Repeat::kAnyFailure);
+    absl::StatusOr<net::Response> resp =
+        co_await api_->Post(api_->ExecPath(eid, "send_std_in"), *line, RunloopApi::Repeat::kOnce);
+    if (!resp.ok() || resp->status >= 500) {
+      // The line may have been applied: never sent again. The kill (safe
+      // to repeat) answers with the view that says whether the probe read it.
+      resp = co_await api_->Post(api_->ExecPath(eid, "kill"), runloop::KillJson(), RunloopApi::Repeat::kAnyFailure);
+      absl::StatusOr<runloop::ExecutionView> killed = api_->View(resp, "POST .../kill");
+      if (killed.ok() && killed->completed() && killed->exit_status == 0 &&
+          killed->stdout_text == "tether-stdin:ok\n") {
+        co_return std::optional<bool>(false);
+      }
+      co_return std::optional<bool>();
+    }
     absl::StatusOr<runloop::ExecutionView> after = api_->View(resp, "POST .../send_std_in");
-    bool kills = false;
     if (!after.ok()) {
       // A 4xx here: the execution was gone by the time stdin arrived.
       if (after.status().code() != absl::StatusCode::kInvalidArgument) co_return after.status();
-      kills = true;
-    } else if (after->completed()) {
-      kills = true;
-    } else {
-      absl::StatusOr<runloop::ExecutionView> done = co_await api_->WaitCompleted(eid);
-      if (!done.ok()) co_return done.status();
-      kills = done->exit_status != 0 || done->stdout_text != "tether-stdin:ok\n";
+      co_return std::optional<bool>(true);
     }
-    verdict_->state = kills ? StdinVerdict::kKills : StdinVerdict::kWorks;
-    co_return absl::OkStatus();
+    if (after->completed()) co_return std::optional<bool>(true);
+    absl::StatusOr<runloop::ExecutionView> done = co_await api_->WaitCompleted(eid);
+    if (!done.ok()) co_return done.status();
+    co_return std::optional<bool>(done->exit_status != 0 || done->stdout_text != "tether-stdin:ok\n");
   }
 
   asio::awaitable<absl::StatusOr<SandboxInfo>> Probe() override {
@@ -121,11 +148,7 @@ class RunloopTransport final : public Transport {
     absl::StatusOr<std::string> line = runloop::CommandLine(argv);
     if (!line.ok()) co_return line.status();
     if (OneShot()) co_return runloop::StartOneShotChannel(ex_, api_, *std::move(line));
-    absl::StatusOr<std::string> body = runloop::ExecuteAsyncJson(*line, true);
-    if (!body.ok()) co_return body.status();
-    absl::StatusOr<net::Response> resp =
-        co_await api_->Post(absl::StrCat(api_->Base(), "/execute_async"), *body, RunloopApi::Repeat::kNotStarted);
-    absl::StatusOr<runloop::ExecutionView> v = api_->View(resp, "POST .../execute_async");
+    absl::StatusOr<runloop::ExecutionView> v = co_await api_->StartAsync(*std::move(line));
     if (!v.ok()) co_return v.status();
     co_return runloop::StartStreamChannel(ex_, api_, verdict_, v->execution_id);
   }
@@ -179,7 +202,8 @@ class RunloopTransport final : public Transport {
     co_return absl::OkStatus();
   }
 
-  // POST upload_file (multipart): safe to repeat (a temporary name).
+  // POST upload_file (multipart): safe to repeat (a temporary name); a 429
+  // waits its Retry-After.
   asio::awaitable<absl::Status> Upload(const std::string& path, std::string_view bytes) {
     std::string boundary;
     std::string body;
@@ -205,7 +229,10 @@ class RunloopTransport final : public Transport {
         st = runloop::HttpFailure(*resp, absl::StrCat("POST .../upload_file (", path, ")"), o_.devbox_id);
       }
       if (st.code() != absl::StatusCode::kUnavailable || attempt >= kCallAttempts) co_return api_->Fail(st);
-      co_await Sleep(backoff);
+      std::optional<std::chrono::milliseconds> delay = backoff;
+      if (resp.ok() && resp->status == 429) delay = net::RetryDelay(*resp, backoff);
+      if (!delay) co_return api_->Fail(st);
+      co_await Sleep(*delay);
       backoff = std::min(backoff * 2, kMaxBackoff);
     }
   }

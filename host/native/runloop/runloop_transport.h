@@ -29,13 +29,35 @@
 //     (the response closes) when the output is complete; `event: error`
 //     with code 408 means "reconnect from your offset".
 //   - stdin text and output are JSON strings: not exact bytes.
+//   - execute_async and send_std_in carry no request id, offset or
+//     idempotency key, and the API has no list of a devbox's executions
+//     (only GET .../executions/{eid}, by an id the lost answer held):
+//     what such a call did when its answer was lost cannot be asked.
+// WHAT IS SENT AGAIN (every emulator fault of issue 29: a 5xx may come
+// after the call took effect; a 429 comes before it, with Retry-After):
+//   - A 429 is the same call sent again after its Retry-After
+//     (net::RetryDelay; more than 30 s is UNAVAILABLE at once), else the
+//     backoff, up to 6 tries.
+//   - Safe to repeat, so also sent again after a 5xx or a failed
+//     connection: execute (the same command_id), wait_for_status, kill,
+//     the EOF signal (stdin closes once; "not running" means it is
+//     closed), GET stream_stdout_updates (from its offset), upload_file
+//     (to a temporary name).
+//   - Never sent again: execute_async (a 5xx is OUTCOME_UNKNOWN, a failed
+//     connection UNAVAILABLE; each start carries a "# tether-call ID"
+//     comment line, so a caller that starts the command again, as a
+//     reattach does, sends a new call), and stdin text (a 5xx or a failed
+//     connection gives the channel up, UNAVAILABLE: the tunnel reattaches
+//     through a new execution and resends by its own offsets; the old
+//     execution is killed). Prepare()'s probe whose input lost its answer
+//     is killed, and its view says whether it read the line; else a new
+//     probe runs (at most 3). A start whose answer was lost may leave an
+//     execution nobody knows the id of, waiting on its stdin.
 // ASSUMPTIONS (ours, to be checked against the real service):
 //   - `offset` is the byte offset after its chunk (what the SDK's resume
 //     implies); the text tunnel survives a replay or a gap anyway.
-//   - `command` runs under a POSIX shell (we send `exec 'argv0' ...`).
-//   - 429/502/503/504 mean nothing was started, so execute_async is sent
-//     again; send_std_in is repeated on any transient failure (the
-//     supervisor drops input it already has).
+//   - `command` runs under a POSIX shell (we send `exec 'argv0' ...`,
+//     behind a comment line).
 //   - A send_std_in answered with a completed view means stdin killed the
 //     execution (how Prepare() detects it: one small probe execution).
 //   - A relative upload_file path is under the home directory; ours are

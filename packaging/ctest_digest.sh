@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prints, for every test the last ctest run of build tree $1 failed, the
 # lines of its output that say why (doctest's ERROR/FATAL reports with their
-# context, sanitizer reports, our own "FAILED" lines), capped per test.
+# context, sanitizer reports, our own "FAILED" lines, a conformance table's or
+# a CLI check's FAIL and an emulator's VIOLATION), capped per test.
 #
 # Why: a failing suite such as host_tests logs every case it ran (-d), so
 # the reason is buried mid-output and CI excerpts only the head and tail of
@@ -21,6 +22,6 @@ while IFS=: read -r _ name; do
     inside && /^<end of output>$/ { inside = 0 }
     inside { print }
   ' "$log" |
-    grep -a -n -E -B4 -A12 'ERROR|FATAL|FAILED|Sanitizer|runtime error|Assertion|terminate called|Segmentation|Timeout|timed out' |
+    grep -a -n -E -B4 -A12 '(^|[[:space:]])FAIL([[:space:]]|$)|VIOLATION|ERROR|FATAL|FAILED|Sanitizer|runtime error|Assertion|terminate called|Segmentation|Timeout|timed out' |
     head -n 80 || echo "   (no ERROR/FATAL/FAILED lines; see $log)"
 done <"$failed"

@@ -201,6 +201,14 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<WebSocket>>> ClientImpl::OpenWebS
   }
   if (ec) {
     state->Close();
+    if (ec == http::error::header_limit) {
+      co_return MakeError(ErrorCode::kProtocol, absl::StrCat(what, ": the handshake's response head exceeds ",
+                                                             kWsHandshakeHeaderBytes / 1024, " KiB"));
+    }
+    if (ec == http::error::body_limit) {
+      co_return MakeError(ErrorCode::kProtocol, absl::StrCat(what, ": the handshake's response body exceeds ",
+                                                             kWsHandshakeBodyBytes >> 20, " MiB"));
+    }
     co_return NetError(what, ec);
   }
   std::string chosen(res[http::field::sec_websocket_protocol]);

@@ -1,0 +1,30 @@
+// The limits tether::net keeps on what a server sends (README.md has the
+// table of every parser and its limit). Constants only, so the fuzzers
+// (fuzz/http_response_fuzzer.cc) drive Beast's parser under the same ones.
+#pragma once
+
+#include <cstddef>
+
+namespace tether::net::internal {
+
+// Bytes of a response head: the status line and every header line.
+inline constexpr std::size_t kMaxHeaderBytes = 64 * 1024;
+// The read buffer holds a whole response head plus what arrived with it; it
+// also bounds one chunk-size line and the trailer block of a chunked body
+// (Beast applies no limit of its own to those).
+inline constexpr std::size_t kReadBufferBytes = kMaxHeaderBytes + 16 * 1024;
+// Interim (1xx) heads skipped before the real one: servers send one 100 or
+// a few 103s; an endless run of them is an error, not a loop until the
+// deadline.
+inline constexpr int kMaxInterimResponses = 16;
+// One socket read of a response (head or body) at most this much.
+inline constexpr std::size_t kReadChunkBytes = 32 * 1024;
+// A non-2xx body read for its message (Upgrade, WebSocket refusals).
+inline constexpr std::size_t kMaxErrorBodyBytes = 64 * 1024;
+// Beast's own parser of a WebSocket handshake's answer, which we cannot
+// configure (boost/beast/http/basic_parser.hpp, Boost 1.81): its head and
+// the body of a refusal, in bytes. Named so the error can say which.
+inline constexpr std::size_t kWsHandshakeHeaderBytes = 8 * 1024;
+inline constexpr std::size_t kWsHandshakeBodyBytes = 8u << 20;
+
+}  // namespace tether::net::internal

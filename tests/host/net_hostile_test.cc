@@ -250,6 +250,35 @@ TEST_CASE("hostile: a trailer field above 64 KiB is an error, not an exception o
   });
 }
 
+TEST_CASE("hostile: a WebSocket refusal with endless or oversized trailers is bounded, not an exception") {
+  // Beast reads a handshake's answer into a buffer of its own with no bound
+  // on chunk-size lines or trailers; the stream's read budget bounds it.
+  asio::io_context io;
+  TestServer big(io, [](Stream& s) -> asio::awaitable<void> {
+    boost::beast::flat_buffer buf;
+    if (!co_await ReadRequest(s, buf)) co_return;
+    co_await WriteRaw(s, "HTTP/1.1 403 Forbidden\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-T: " +
+                             std::string(70000, 't') + "\r\n\r\n");
+    co_await Sleep(milliseconds(5000));
+  });
+  TestServer endless(io, Endless("HTTP/1.1 403 Forbidden\r\nTransfer-Encoding: chunked\r\n\r\n5;",
+                                 std::string(64 * 1024, 'e')));
+  auto big_client = MakeClient(io, big.url("ws"));
+  auto endless_client = MakeClient(io, endless.url("ws"));
+  RssProbe rss;
+  Run(io, [&]() -> asio::awaitable<void> {
+    absl::StatusOr<std::unique_ptr<WebSocket>> ws = co_await big_client->OpenWebSocket("/ws", {}, {});
+    REQUIRE(!ws.ok());
+    CHECK(Contains(ws.status(), "WebSocket /ws: the handshake's response exceeds 64 KiB"));
+    CHECK(ErrorCodeOf(ws.status()) == ErrorCode::kProtocol);
+    ws = co_await endless_client->OpenWebSocket("/ws", {}, {});
+    REQUIRE(!ws.ok());
+    CHECK(Contains(ws.status(), "WebSocket /ws: the handshake's response exceeds 64 KiB"));
+    CHECK(ErrorCodeOf(ws.status()) == ErrorCode::kProtocol);
+  });
+  rss.Check("endless WebSocket refusal");
+}
+
 TEST_CASE("hostile: an endless run of 1xx interim heads is an error, not a wait for the deadline") {
   asio::io_context io;
   TestServer server(io, Endless("", "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"));

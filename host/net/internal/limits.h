@@ -34,5 +34,9 @@ inline constexpr std::size_t kMaxErrorBodyBytes = 64 * 1024;
 // the body of a refusal, in bytes. Named so the error can say which.
 inline constexpr std::size_t kWsHandshakeHeaderBytes = 8 * 1024;
 inline constexpr std::size_t kWsHandshakeBodyBytes = 8u << 20;
+// All the bytes read during a WebSocket handshake (Stream::read_budget):
+// Beast bounds neither a chunk-size line nor the trailers of a refusal, and
+// throws for a field above 65533 bytes (as for kReadBufferBytes).
+inline constexpr std::size_t kWsHandshakeReadBytes = 64 * 1024;
 
 }  // namespace tether::net::internal

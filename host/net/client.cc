@@ -92,10 +92,19 @@ absl::StatusOr<HttpRequest> ClientImpl::BuildRequest(const Request& r) const {
   return req;
 }
 
-asio::awaitable<error_code> ReadHead(Conn& conn, std::unique_ptr<HeadParser>& parser, bool head_request) {
-  for (;;) {
+asio::awaitable<error_code> ReadHead(Conn& conn, std::unique_ptr<HeadParser>& parser, bool head_request,
+                                     std::optional<std::uint64_t> body_limit) {
+  for (int interim = 0;; ++interim) {
+    if (interim > kMaxInterimResponses) co_return TooManyInterimResponses();
     parser = std::make_unique<HeadParser>();
     parser->header_limit(kMaxHeaderBytes);
+    // Beast compares a Content-Length with the limit once, when the head
+    // ends (its default is 8 MiB), so the caller's limit must be set here.
+    if (body_limit) {
+      parser->body_limit(*body_limit);
+    } else {
+      parser->body_limit(boost::none);
+    }
     if (head_request) parser->skip(true);
     if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return asio::error::operation_aborted;
     auto [ec, n] = co_await http::async_read_header(conn.stream, conn.buffer, *parser, kNoThrow);
@@ -115,6 +124,8 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<HeadParser>>> ClientImpl::SendFor
                                                                                      const std::string& what,
                                                                                      bool head_request,
                                                                                      Failed failed) {
+  // Open's body is a stream, and Upgrade reads an error body only up to
+  // kMaxErrorBodyBytes: no limit on a declared length at the head.
   absl::Status st = co_await Connect(conn);
   if (!st.ok()) co_return failed(st);
   if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
@@ -125,7 +136,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<HeadParser>>> ClientImpl::SendFor
   }
   if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
   std::unique_ptr<HeadParser> head;
-  ec = co_await ReadHead(*conn, head, head_request);
+  ec = co_await ReadHead(*conn, head, head_request, std::nullopt);
   if (ec) {
     conn->Close();
     co_return failed(NetError(what, ec));
@@ -168,7 +179,7 @@ asio::awaitable<absl::StatusOr<Response>> ClientImpl::Call(Request request) {
     }
     if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
     std::unique_ptr<HeadParser> head;
-    error_code ec = co_await ReadHead(*conn, head, head_request);
+    error_code ec = co_await ReadHead(*conn, head, head_request, options_.max_body);
     if (ec) {
       conn->Close();
       co_return failed(NetError(what, ec));
@@ -180,7 +191,7 @@ asio::awaitable<absl::StatusOr<Response>> ClientImpl::Call(Request request) {
       std::tie(ec, std::ignore) = co_await http::async_read(conn->stream, conn->buffer, parser, kNoThrow);
       if (ec) {
         conn->Close();
-        co_return failed(NetError(what, ec));
+        co_return failed(BodyNetError(what, ec));
       }
     }
     Response response = ToResponse(parser.get().base());
@@ -257,9 +268,10 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<RawStream>>> ClientImpl::Upgrade(
     }
     co_return MakeRawStream(std::move(keep), std::move(conn), ToResponse(head->get().base()), std::move(what));
   }
+  const bool too_long = head->content_length() && *head->content_length() > kMaxErrorBodyBytes;
   http::response_parser<http::string_body> parser(std::move(*head));
   parser.body_limit(kMaxErrorBodyBytes);
-  if (!parser.is_done() && !IsCancelled(co_await asio::this_coro::cancellation_state)) {
+  if (!too_long && !parser.is_done() && !IsCancelled(co_await asio::this_coro::cancellation_state)) {
     std::tie(ec, std::ignore) = co_await http::async_read(conn->stream, conn->buffer, parser, kNoThrow);
   }
   conn->Close();

@@ -97,12 +97,32 @@ std::function<void()> Closer(const std::shared_ptr<Conn>& conn) {
   };
 }
 
+namespace {
+
+class InterimCategory final : public boost::system::error_category {
+ public:
+  const char* name() const noexcept override { return "tether.net.head"; }
+  std::string message(int) const override { return "too many interim (1xx) responses"; }
+};
+
+}  // namespace
+
+const error_code& TooManyInterimResponses() {
+  static const InterimCategory category;
+  static const error_code ec(1, category);
+  return ec;
+}
+
 absl::Status NetError(const std::string& what, const error_code& ec) {
+  if (ec == TooManyInterimResponses()) {
+    return MakeError(ErrorCode::kProtocol, absl::StrCat(what, ": more than ", kMaxInterimResponses,
+                                                        " interim (1xx) responses before the response"));
+  }
   if (ec == boost::beast::http::error::body_limit) {
     return MakeError(ErrorCode::kProtocol, absl::StrCat(what, ": the response body exceeds the limit (max_body)"));
   }
   if (ec == boost::beast::http::error::header_limit || ec == boost::beast::http::error::buffer_overflow) {
-    return MakeError(ErrorCode::kProtocol, absl::StrCat(what, ": the response head exceeds 64 KiB"));
+    return MakeError(ErrorCode::kProtocol, absl::StrCat(what, ": the response head exceeds ", kMaxHeaderBytes / 1024, " KiB"));
   }
   if (ec == boost::beast::websocket::error::message_too_big || ec == boost::beast::websocket::error::buffer_overflow) {
     return MakeError(ErrorCode::kProtocol, absl::StrCat(what, ": a WebSocket message exceeds the limit (max_message)"));
@@ -118,6 +138,14 @@ absl::Status NetError(const std::string& what, const error_code& ec) {
     return MakeError(ErrorCode::kProtocol, absl::StrCat(what, ": protocol error: ", ec.message()));
   }
   return absl::UnavailableError(absl::StrCat(what, ": ", ec.message()));
+}
+
+absl::Status BodyNetError(const std::string& what, const error_code& ec) {
+  if (ec == boost::beast::http::error::buffer_overflow) {
+    return MakeError(ErrorCode::kProtocol, absl::StrCat(what, ": a chunk-size line or the trailers of the response exceed ",
+                                                        kReadBufferBytes / 1024, " KiB"));
+  }
+  return NetError(what, ec);
 }
 
 absl::Status TimeoutError(const std::string& what, std::chrono::milliseconds after, const char* which) {

@@ -63,6 +63,7 @@ class BodyStreamImpl final : public BodyStream {
       if (got > 0) co_return got;
       if (ec) {
         if (ec != asio::error::operation_aborted) failed_ = true;
+        if (!conn->closed && ec == http::error::buffer_overflow) co_return BodyNetError(what_, ec);
         co_return OpError(*conn, what_, ec);
       }
     }
@@ -117,7 +118,7 @@ class BodyWriterImpl final : public BodyWriter {
     if (ec) co_return failed(ec);
     if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return failed(asio::error::operation_aborted);
     std::unique_ptr<HeadParser> head;
-    ec = co_await ReadHead(*conn, head, false);
+    ec = co_await ReadHead(*conn, head, false, std::nullopt);
     if (ec) co_return failed(ec);
     co_return MakeBodyStream(client_, conn, std::move(*head), what_);
   }

@@ -191,9 +191,16 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<WebSocket>>> ClientImpl::OpenWebS
   ws.set_option(no_deflate);
   websocket::response_type res;
   std::string path = absl::StrCat(options_.url.base_path, target);
+  ws.next_layer().read_budget = kWsHandshakeReadBytes;
   auto [ec] = co_await ws.async_handshake(res, HostHeader(), path, kNoThrow);
+  ws.next_layer().read_budget.reset();
   if (wd.fired()) co_return TimeoutError(what, options_.connect_timeout, "connect_timeout");
   Response head = ToResponse(res.base());
+  if (ec == asio::error::message_size) {  // (Beast gives no usable status then)
+    state->Close();
+    co_return MakeError(ErrorCode::kProtocol, absl::StrCat(what, ": the handshake's response exceeds ",
+                                                           kWsHandshakeReadBytes / 1024, " KiB"));
+  }
   if (ec == websocket::error::upgrade_declined && res.result_int() != 101) {
     state->Close();
     head.body = res.body().substr(0, kMaxErrorBodyBytes);
@@ -201,6 +208,14 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<WebSocket>>> ClientImpl::OpenWebS
   }
   if (ec) {
     state->Close();
+    if (ec == http::error::header_limit) {
+      co_return MakeError(ErrorCode::kProtocol, absl::StrCat(what, ": the handshake's response head exceeds ",
+                                                             kWsHandshakeHeaderBytes / 1024, " KiB"));
+    }
+    if (ec == http::error::body_limit) {
+      co_return MakeError(ErrorCode::kProtocol, absl::StrCat(what, ": the handshake's response body exceeds ",
+                                                             kWsHandshakeBodyBytes >> 20, " MiB"));
+    }
     co_return NetError(what, ec);
   }
   std::string chosen(res[http::field::sec_websocket_protocol]);

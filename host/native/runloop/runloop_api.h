@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "host/codec/sse.h"
 #include "host/net/http.h"
 
 namespace tether::runloop {
@@ -28,9 +29,8 @@ namespace tether::runloop {
 // commands print at most an exchange reply, 2 MiB, and a JSON escape takes
 // at most 6 bytes per byte).
 inline constexpr std::size_t kMaxViewBytes = 16u << 20;
-// One SSE line or event's data: the service's chunks are small; this bounds
-// a hostile stream before it is buffered.
-inline constexpr std::size_t kMaxSseEventBytes = 4u << 20;
+// One SSE line or event's data (host/codec/sse.h).
+inline constexpr std::size_t kMaxSseEventBytes = codec::kMaxSseEventBytes;
 // One send_std_in text (the text tunnel writes armored lines, at most a
 // few hundred KiB at a time).
 inline constexpr std::size_t kMaxStdinTextBytes = 4u << 20;
@@ -81,33 +81,9 @@ std::string NewCommandId();
 // stdout/stderr.
 absl::StatusOr<ExecutionView> ParseExecutionView(std::string_view body);
 
-// One server-sent event.
-struct SseEvent {
-  std::string event;  // "" for the default "message"
-  std::string data;   // the data lines joined with '\n'
-};
-
-// The text/event-stream format (WHATWG HTML, "server-sent events"): lines
-// end with LF, CRLF or CR; "data:" lines accumulate, "event:" names the
-// event, a blank line dispatches it; comments and other fields are
-// skipped. Bytes may arrive split anywhere.
-class SseDecoder {
- public:
-  // Appends every event completed by `bytes` to `out`. kResourceExhausted
-  // when a line or an event's data exceeds kMaxSseEventBytes (the decoder
-  // is then unusable).
-  absl::Status Feed(std::string_view bytes, std::vector<SseEvent>& out);
-  // True when bytes of an undispatched event are pending (a stream that
-  // ends now was cut mid-event).
-  bool partial() const { return !line_.empty() || !data_.empty() || !event_.empty() || have_data_; }
-
- private:
-  absl::Status Line(std::string_view line, std::vector<SseEvent>& out);
-  std::string line_, data_, event_;
-  bool have_data_ = false;
-  bool after_cr_ = false;
-  bool failed_ = false;
-};
+// The output streams' SSE decoder (host/codec/sse.h).
+using SseEvent = codec::SseEvent;
+using SseDecoder = codec::SseDecoder;
 
 // One output chunk: {"output": string, "offset": the byte offset after it}.
 struct OutputChunk {

@@ -23,19 +23,12 @@
 
 #include "absl/status/status.h"
 #include "host/net/http.h"
+#include "host/net/internal/limits.h"
 #include "host/net/internal/stream.h"
 
 namespace tether::net::internal {
 
 namespace http = boost::beast::http;
-
-inline constexpr std::size_t kMaxHeaderBytes = 64 * 1024;
-// The read buffer holds a whole response head plus what arrived with it.
-inline constexpr std::size_t kReadBufferBytes = kMaxHeaderBytes + 16 * 1024;
-// One socket read of a response (head or body) at most this much.
-inline constexpr std::size_t kReadChunkBytes = 32 * 1024;
-// A non-2xx body read for its message (Upgrade, WebSocket refusals).
-inline constexpr std::size_t kMaxErrorBodyBytes = 64 * 1024;
 
 using HeadParser = http::response_parser<http::empty_body>;
 using HttpRequest = http::request<http::string_body>;
@@ -83,9 +76,16 @@ class Watchdog {
 // A watchdog that closes `conn` when it fires.
 std::function<void()> Closer(const std::shared_ptr<Conn>& conn);
 
+// More than kMaxInterimResponses 1xx heads (ReadHead's own error; NetError
+// names it).
+const boost::system::error_code& TooManyInterimResponses();
+
 // "<what>: " + a message for `ec` (kUnavailable; kProtocol attached when the
 // peer broke HTTP or WebSocket framing).
 absl::Status NetError(const std::string& what, const boost::system::error_code& ec);
+// NetError for a failure while reading a body: a chunk-size line or trailer
+// block that overflows the read buffer is named as such (not as the head).
+absl::Status BodyNetError(const std::string& what, const boost::system::error_code& ec);
 absl::Status TimeoutError(const std::string& what, std::chrono::milliseconds after, const char* which);
 absl::Status ClosedError(const std::string& what);
 absl::Status CancelledError(const std::string& what);
@@ -159,8 +159,11 @@ std::unique_ptr<BodyWriter> MakeBodyWriter(std::shared_ptr<ClientImpl> client, s
 std::unique_ptr<RawStream> MakeRawStream(std::shared_ptr<ClientImpl> client, std::shared_ptr<Conn> conn,
                                          Response head, std::string what);
 
-// Reads a response head on `conn` (header limit, HEAD has no body).
+// Reads a response head on `conn` (header limit, HEAD has no body, 1xx
+// skipped up to kMaxInterimResponses). A declared Content-Length above
+// `body_limit` is http::error::body_limit (nullopt: no limit, a stream).
 boost::asio::awaitable<boost::system::error_code> ReadHead(Conn& conn, std::unique_ptr<HeadParser>& parser,
-                                                           bool head_request);
+                                                           bool head_request,
+                                                           std::optional<std::uint64_t> body_limit);
 
 }  // namespace tether::net::internal

@@ -4,11 +4,15 @@
 #pragma once
 
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/associated_executor.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/beast/core/buffers_prefix.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/beast/core/role.hpp>
 #include <boost/beast/websocket/ssl.hpp>
 #include <boost/beast/websocket/teardown.hpp>
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -32,10 +36,19 @@ class Stream {
   Socket& lowest() { return tls_ ? tls_->next_layer() : *plain_; }
   TlsSocket* tls() { return tls_ ? &*tls_ : nullptr; }
 
+  // While set, reads deliver at most this many bytes in all, then fail
+  // with boost::asio::error::message_size. For the WebSocket handshake:
+  // Beast reads its answer into a buffer of its own that nothing bounds.
+  std::optional<std::size_t> read_budget;
+
   template <class MutableBuffers, class Token>
   auto async_read_some(const MutableBuffers& b, Token&& token) {
     return boost::asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
         [this](auto handler, const MutableBuffers& bufs) {
+          if (read_budget) {
+            ReadWithinBudget(bufs, std::move(handler));
+            return;
+          }
           if (tls_) {
             tls_->async_read_some(bufs, std::move(handler));
           } else {
@@ -59,6 +72,25 @@ class Stream {
   }
 
  private:
+  template <class MutableBuffers, class Handler>
+  void ReadWithinBudget(const MutableBuffers& bufs, Handler handler) {
+    if (*read_budget == 0) {
+      auto ex = boost::asio::get_associated_executor(handler, get_executor());
+      boost::asio::post(ex, [h = std::move(handler)]() mutable { h(boost::asio::error::message_size, 0); });
+      return;
+    }
+    auto limited = boost::beast::buffers_prefix(*read_budget, bufs);
+    auto done = [this, h = std::move(handler)](boost::system::error_code ec, std::size_t n) mutable {
+      if (read_budget) *read_budget -= std::min(n, *read_budget);
+      h(ec, n);
+    };
+    if (tls_) {
+      tls_->async_read_some(limited, std::move(done));
+    } else {
+      plain_->async_read_some(limited, std::move(done));
+    }
+  }
+
   std::optional<Socket> plain_;
   std::optional<TlsSocket> tls_;
 };

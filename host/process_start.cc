@@ -66,6 +66,7 @@ absl::Status ValidateOptions(const StartOptions& o) {
     if (absl::Status st = CheckTerminalSize(o.pty->cols, o.pty->rows); !st.ok()) return st;
   }
   if (o.setup_timeout_ms == 0) return absl::InvalidArgumentError("setup_timeout_ms must be positive");
+  if (o.reconnect_timeout_ms == 0) return absl::InvalidArgumentError("reconnect_timeout_ms must be positive");
   if (o.output_window_bytes < kMinOutputWindowBytes || o.output_window_bytes > kMaxOutputWindowBytes) {
     return absl::InvalidArgumentError(absl::StrCat("output_window_bytes must be ", kMinOutputWindowBytes,
                                                    "..", kMaxOutputWindowBytes));
@@ -409,6 +410,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
     co_return core::LaunchFailure(welcome->state().exit());
   }
   state->reconnect = options.reconnect || state->tunnel->choice().always_reconnect;
+  state->reconnect_timeout = std::chrono::milliseconds(options.reconnect_timeout_ms);
   state->core.input.set_keep_copies(state->reconnect);
   state->ping_interval = std::chrono::milliseconds((options.lease_ms ? options.lease_ms : kDefaultLeaseMs) / 3);
   if (absl::Status st = state->Begin(*welcome); !st.ok()) co_return st;

@@ -66,6 +66,7 @@ absl::Status ValidateOptions(const StartOptions& o) {
     if (absl::Status st = CheckTerminalSize(o.pty->cols, o.pty->rows); !st.ok()) return st;
   }
   if (o.setup_timeout_ms == 0) return absl::InvalidArgumentError("setup_timeout_ms must be positive");
+  if (o.reconnect_timeout_ms == 0) return absl::InvalidArgumentError("reconnect_timeout_ms must be positive");
   if (o.output_window_bytes < kMinOutputWindowBytes || o.output_window_bytes > kMaxOutputWindowBytes) {
     return absl::InvalidArgumentError(absl::StrCat("output_window_bytes must be ", kMinOutputWindowBytes,
                                                    "..", kMaxOutputWindowBytes));
@@ -157,27 +158,6 @@ absl::StatusOr<std::shared_ptr<Transport>> Owner(Transport& transport) {
 }
 
 using internal::Cancelled;
-
-// Waits for `deadline`; when it passes, also closes the session, so that a
-// channel that ignores cancellation still ends its pending read (the
-// Channel contract: Close() always ends pending operations).
-asio::awaitable<void> CloseAtDeadline(asio::steady_timer& deadline, Process::State& state) {
-  auto [ec] = co_await deadline.async_wait(asio::as_tuple(asio::use_awaitable));
-  if (!ec && state.session) state.session->Close();
-}
-
-// Reattaches until `deadline`; past it the operation is cancelled and the
-// session closed too (CloseAtDeadline), so that a channel that ignores
-// cancellation cannot hold a reopen past its time limit.
-asio::awaitable<absl::StatusOr<wire::Welcome>> ReattachUntil(Process::State& state, wire::Hello hello,
-                                                             std::chrono::steady_clock::time_point deadline) {
-  using namespace asio::experimental::awaitable_operators;
-  asio::steady_timer timer(co_await asio::this_coro::executor, deadline);
-  auto raced = co_await (state.tunnel->Reattach(state.target, std::move(hello), state.session) ||
-                         CloseAtDeadline(timer, state));
-  if (raced.index() == 0) co_return std::get<0>(std::move(raced));
-  co_return absl::UnavailableError("attaching to the process did not finish within the time limit");
-}
 
 wire::Envelope LaunchEnvelope(const StartOptions& options, const std::string& launch_id, const std::string& secret,
                               const std::string& state_dir) {
@@ -344,7 +324,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
                                    std::move(hello), &launch_in_flight)
                   : state->tunnel->Launch(state->target, protocol::EncodeEnvelope(launch_env), std::move(hello),
                                           state->session);
-    auto raced = co_await (std::move(launch) || CloseAtDeadline(deadline, *state));
+    auto raced = co_await (std::move(launch) || state->CloseSessionAt(deadline));
     if (raced.index() == 0) {
       welcome = std::get<0>(std::move(raced));
     } else {
@@ -413,6 +393,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
     co_return core::LaunchFailure(welcome->state().exit());
   }
   state->reconnect = options.reconnect || state->tunnel->choice().always_reconnect;
+  state->reconnect_timeout = std::chrono::milliseconds(options.reconnect_timeout_ms);
   state->core.input.set_keep_copies(state->reconnect);
   state->ping_interval = std::chrono::milliseconds((options.lease_ms ? options.lease_ms : kDefaultLeaseMs) / 3);
   if (absl::Status st = state->Begin(*welcome); !st.ok()) co_return st;
@@ -481,7 +462,8 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
   state->core.ticket.set_mac(ref->ticket_mac);
   wire::Hello hello = state->ResumeHello();
   hello.set_control(options.control);
-  absl::StatusOr<wire::Welcome> welcome = co_await ReattachUntil(*state, hello, deadline);
+  const std::string limit = absl::StrCat("timeout_ms ", options.timeout_ms);
+  absl::StatusOr<wire::Welcome> welcome = co_await state->ReattachUntil(hello, deadline, limit);
   if (!welcome.ok() &&
       (absl::IsUnavailable(welcome.status()) || ErrorCodeOf(welcome.status()) == ErrorCode::kOutcomeUnknown) &&
       ErrorCodeOf(welcome.status()) != ErrorCode::kBusy && !(co_await Cancelled())) {
@@ -494,7 +476,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
     if (state->session) state->session->Close();
     asio::steady_timer pause(transport.executor(), std::chrono::milliseconds(100));
     co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
-    welcome = co_await ReattachUntil(*state, std::move(hello), deadline);
+    welcome = co_await state->ReattachUntil(std::move(hello), deadline, limit);
   }
   if (co_await Cancelled()) {
     if (state->session) state->session->Close();

@@ -3,6 +3,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -88,7 +89,12 @@ asio::awaitable<void> Process::State::Pump() {
     if (!env.ok()) {
       // The channel ending after a confirmed exit is the normal end.
       if (core.exit) break;
-      if (reconnect && !disconnected && absl::IsUnavailable(env.status()) && co_await Reconnect()) continue;
+      if (reconnect && !disconnected && absl::IsUnavailable(env.status())) {
+        absl::Status st = co_await Reconnect(env.status());
+        if (st.ok()) continue;
+        Fail(std::move(st));
+        break;
+      }
       Fail(env.status());
       break;
     }
@@ -128,13 +134,39 @@ wire::Hello Process::State::ResumeHello() const {
   return hello;
 }
 
-asio::awaitable<bool> Process::State::Reconnect() {
+asio::awaitable<void> Process::State::CloseSessionAt(asio::steady_timer& timer) {
+  auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  if (!ec && session) session->Close();
+}
+
+asio::awaitable<absl::StatusOr<wire::Welcome>> Process::State::ReattachUntil(
+    wire::Hello hello, std::chrono::steady_clock::time_point deadline, std::string_view limit) {
+  using namespace asio::experimental::awaitable_operators;
   auto self = shared_from_this();
-  const auto deadline = std::chrono::steady_clock::now() + reconnect_timeout;
+  asio::steady_timer timer(co_await asio::this_coro::executor, deadline);
+  auto raced = co_await (tunnel->Reattach(target, std::move(hello), session) || CloseSessionAt(timer));
+  if (raced.index() == 0) co_return std::get<0>(std::move(raced));
+  co_return absl::UnavailableError(
+      absl::StrCat("attaching to the process did not finish within the time limit (", std::string(limit), ")"));
+}
+
+asio::awaitable<absl::Status> Process::State::Reconnect(const absl::Status& lost) {
+  auto self = shared_from_this();
+  using std::chrono::steady_clock;
+  const auto deadline = steady_clock::now() + reconnect_timeout;
+  // The per-attempt bound (kReconnectAttemptShare): a channel that opens and
+  // then never answers the Hello, nor closes, would otherwise hold this
+  // loop, and the handle, forever.
+  const auto attempt_limit = std::max(reconnect_timeout / kReconnectAttemptShare, std::chrono::milliseconds(1));
+  const std::string attempt_what = absl::StrCat(attempt_limit.count(), " ms per attempt");
   auto backoff = std::chrono::milliseconds(20);
-  while (std::chrono::steady_clock::now() < deadline && !disconnected && !core.exit) {
+  absl::Status last;
+  int attempts = 0;
+  while (steady_clock::now() < deadline && !disconnected && !core.exit) {
     core.output.Attached();
-    absl::StatusOr<wire::Welcome> welcome = co_await tunnel->Reattach(target, ResumeHello(), session);
+    ++attempts;
+    const auto attempt_deadline = std::min(deadline, steady_clock::now() + attempt_limit);
+    absl::StatusOr<wire::Welcome> welcome = co_await ReattachUntil(ResumeHello(), attempt_deadline, attempt_what);
     if (welcome.ok()) {
       ++reconnects;
       if (welcome->has_ticket()) core.ticket = welcome->ticket();
@@ -157,14 +189,27 @@ asio::awaitable<bool> Process::State::Reconnect() {
       *ack.mutable_ack() = core.output.MakeAck(false);
       session->Send(std::move(ack));
       cond.NotifyAll();
-      co_return true;
+      co_return absl::OkStatus();
     }
-    if (absl::IsNotFound(welcome.status()) || absl::IsUnauthenticated(welcome.status())) break;  // gone
-    asio::steady_timer t(close_timer.get_executor(), backoff);
+    // A given-up attempt's session is closed (ReattachUntil); one that
+    // failed on its own may not be.
+    if (session) session->Close();
+    last = welcome.status();
+    if (absl::IsNotFound(last) || absl::IsUnauthenticated(last)) {
+      co_return MakeError(ErrorCode::kUnavailable,
+                          absl::StrCat(lost.message(), "; the process cannot be reattached: ", last.message()));
+    }
+    const auto left = deadline - steady_clock::now();
+    if (left <= steady_clock::duration::zero()) break;
+    asio::steady_timer t(close_timer.get_executor(), std::min<steady_clock::duration>(backoff, left));
     co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
-  co_return false;
+  if (attempts == 0 || disconnected || core.exit) co_return lost;
+  co_return MakeError(ErrorCode::kUnavailable,
+                      absl::StrCat(lost.message(), "; reattaching did not succeed within reconnect_timeout (",
+                                   reconnect_timeout.count(), " ms, ", attempts, " attempts; the last: ",
+                                   last.message(), ")"));
 }
 
 asio::awaitable<absl::Status> Process::State::SendActed(wire::Envelope request, const char* what,

@@ -27,6 +27,11 @@ namespace tether {
 inline constexpr auto kCloseAfterExitTimeout = std::chrono::seconds(5);
 // How long a Signal or Resize waits for the supervisor to act on it.
 inline constexpr auto kActedTimeout = std::chrono::seconds(30);
+// Each reconnect attempt (the native exec, the Hello, the Welcome) gets at
+// most reconnect_timeout / kReconnectAttemptShare, and never more than what
+// remains of it: 10 s of the default 30 s, far above a working channel's
+// handshake, and at least three attempts fit in the time.
+inline constexpr int kReconnectAttemptShare = 3;
 
 struct Process::State : std::enable_shared_from_this<Process::State> {
   State(std::shared_ptr<Transport> owner, core::OutputConfig output, bool stdin_pipe)
@@ -40,8 +45,22 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   absl::Status Begin(const wire::Welcome& welcome);
   boost::asio::awaitable<void> Pump();
   boost::asio::awaitable<void> Keepalive();
-  // Attaches again after the channel failed; false when it cannot.
-  boost::asio::awaitable<bool> Reconnect();
+  // Attaches again after the channel failed with `lost`; OK once attached,
+  // else the status the handle fails with (UNAVAILABLE). Every attempt is
+  // bounded (kReconnectAttemptShare), and so is the whole
+  // (reconnect_timeout): a channel that opens and stays silent is closed
+  // and the next attempt made.
+  boost::asio::awaitable<absl::Status> Reconnect(const absl::Status& lost);
+  // Reattaches through the tunnel with `hello` until `deadline`; past it the
+  // attempt is cancelled and the session closed too (CloseSessionAt), and
+  // the result is kUnavailable "... within the time limit (`limit`)".
+  boost::asio::awaitable<absl::StatusOr<wire::Welcome>> ReattachUntil(wire::Hello hello,
+                                                                       std::chrono::steady_clock::time_point deadline,
+                                                                       std::string_view limit);
+  // Waits for `timer`; when it fires, also closes the session, so that a
+  // channel that ignores cancellation still ends its pending read (the
+  // Channel contract: Close() always ends pending operations).
+  boost::asio::awaitable<void> CloseSessionAt(boost::asio::steady_timer& timer);
   // The Hello that resumes at the acknowledged offsets.
   wire::Hello ResumeHello() const;
   void Fail(absl::Status st);

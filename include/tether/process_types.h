@@ -100,12 +100,17 @@ struct StartOptions {
   // output nobody read) for a later reopen. 0: its default, 10 minutes.
   unsigned linger_ms = 0;
   // When the native channel fails before the exit, attach again through a
-  // new bridge (backing off, for up to 30 s) and continue exactly where the
-  // acknowledged offsets stand: unacknowledged input is sent again (the
-  // supervisor drops what it already has), and a pending terminate or
-  // status request too. Always on for text tunnels. Off: a failed channel
-  // is UNAVAILABLE, and Reopen() is the way back.
+  // new bridge (backing off, for up to reconnect_timeout_ms) and continue
+  // exactly where the acknowledged offsets stand: unacknowledged input is
+  // sent again (the supervisor drops what it already has), and a pending
+  // terminate or status request too. Always on for text tunnels. Off: a
+  // failed channel is UNAVAILABLE, and Reopen() is the way back.
   bool reconnect = false;
+  // How long reconnecting may take in all (ms): each attempt (a new channel
+  // and its handshake) is bounded too, by a third of it, so a channel that
+  // opens and then stays silent is given up and another tried. When it
+  // passes, the handle fails with UNAVAILABLE.
+  unsigned reconnect_timeout_ms = 30 * 1000;
   // Local limit on setup (install, launch, handshake). When it passes after
   // the launch was dispatched, Start leaves a cancellation marker so that a
   // delayed launch never starts the child, and fails with kUnknown

@@ -1,0 +1,218 @@
+#include "tether/process.h"
+
+#include <doctest.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tether/errors.h"
+#include "tests/host/process_fixture.h"
+
+namespace tether {
+namespace {
+
+using namespace tether::testing;
+
+// A transport whose channels can be cut; after the first cut the next
+// `silent` channels it opens (the reattaches) accept every write and never
+// deliver a byte nor end: a native channel that opened and then went
+// silent. Close() and cancellation end their reads, as the Channel
+// contract demands; Release() ends them too (for a host that never does).
+class SilentReattachTransport final : public internal::ForwardingTransport {
+ public:
+  SilentReattachTransport(Transport& inner, int silent) : ForwardingTransport(inner), silent_left_(silent) {}
+  awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
+    if (cut_ && silent_left_ > 0) {
+      --silent_left_;
+      ++silent_opened_;
+      auto ch = std::make_unique<SilentChannel>(executor());
+      silent_.push_back(ch->gate());
+      co_return std::unique_ptr<Channel>(std::move(ch));
+    }
+    auto ch = co_await inner().Exec(std::move(argv));
+    if (!ch.ok()) co_return ch.status();
+    auto cuttable = std::make_unique<CuttableChannel>(*std::move(ch));
+    last_ = cuttable.get();
+    co_return std::unique_ptr<Channel>(std::move(cuttable));
+  }
+  // Cuts the current channel: the host starts reattaching.
+  void Cut() {
+    cut_ = true;
+    last_->Cut();
+  }
+  // Ends every silent channel's pending read.
+  void Release() {
+    for (const auto& gate : silent_) gate->cancel();
+  }
+  int silent_opened() const { return silent_opened_; }
+
+ private:
+  class CuttableChannel final : public Channel {
+   public:
+    explicit CuttableChannel(std::unique_ptr<Channel> inner) : inner_(std::move(inner)) {}
+    awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
+      co_return co_await inner_->ReadSome(buf);
+    }
+    awaitable<absl::Status> Write(std::string_view bytes) override { co_return co_await inner_->Write(bytes); }
+    void CloseWrite() override { inner_->CloseWrite(); }
+    void Close() override { inner_->Close(); }
+    void Cut() { inner_->Close(); }
+    std::string Diagnostics() const override { return inner_->Diagnostics(); }
+
+   private:
+    std::unique_ptr<Channel> inner_;
+  };
+
+  class SilentChannel final : public Channel {
+   public:
+    explicit SilentChannel(asio::any_io_executor ex)
+        : gate_(std::make_shared<asio::steady_timer>(ex, asio::steady_timer::time_point::max())) {}
+    ~SilentChannel() override { gate_->cancel(); }
+    std::shared_ptr<asio::steady_timer> gate() const { return gate_; }
+    awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char>) override {
+      if (!closed_) {
+        auto gate = gate_;
+        co_await gate->async_wait(asio::as_tuple(asio::use_awaitable));
+      }
+      co_return absl::UnavailableError("silent channel closed");
+    }
+    awaitable<absl::Status> Write(std::string_view) override {
+      if (closed_) co_return absl::UnavailableError("silent channel closed");
+      co_return absl::OkStatus();  // accepted, and never answered
+    }
+    void CloseWrite() override {}
+    void Close() override {
+      closed_ = true;
+      gate_->cancel();
+    }
+    std::string Diagnostics() const override { return {}; }
+
+   private:
+    std::shared_ptr<asio::steady_timer> gate_;
+    bool closed_ = false;
+  };
+
+  bool cut_ = false;
+  int silent_left_;
+  int silent_opened_ = 0;
+  CuttableChannel* last_ = nullptr;
+  std::vector<std::shared_ptr<asio::steady_timer>> silent_;
+};
+
+// Found while fixing a Kubernetes read hang: a reattach whose channel opened
+// and then stayed silent waited for the Welcome forever (reconnect_timeout
+// was checked only between attempts), and the handle hung with no error.
+TEST_CASE("a reattach on a channel that stays silent ends with UNAVAILABLE once reconnect_timeout passes") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    using namespace asio::experimental::awaitable_operators;
+    auto silent_owner = std::make_shared<SilentReattachTransport>(t, 1000);
+    SilentReattachTransport& silent = *silent_owner;
+    StartOptions o = Opts();
+    o.argv = V("sh", "-c", "echo ready; while :; do sleep 0.05; done");
+    o.reconnect = true;
+    o.reconnect_timeout_ms = 1500;
+    auto p = co_await Process::Start(silent, o);
+    REQUIRE_MESSAGE(p.ok(), p.status());
+    absl::StatusOr<std::string> ref = (*p)->Reference();
+    REQUIRE(ref.ok());
+    auto first = co_await (*p)->Read();
+    REQUIRE(first.ok());
+    REQUIRE(*first);
+    CHECK((*first)->bytes == "ready\n");
+    silent.Cut();
+    // A deadline the product promises (reconnect_timeout_ms), so a bound:
+    // without one the Read never ended. After the timeout only local steps
+    // run; 10 s of margin holds on 2 loaded cores under ASan.
+    const auto t0 = std::chrono::steady_clock::now();
+    auto raced = co_await ((*p)->Read() || Sleep(std::chrono::milliseconds(o.reconnect_timeout_ms + 10000)));
+    const auto took = std::chrono::steady_clock::now() - t0;
+    CAPTURE(std::chrono::duration_cast<std::chrono::milliseconds>(took).count());
+    CHECK_MESSAGE(raced.index() == 0, "the Read did not end after reconnect_timeout_ms");
+    if (raced.index() == 0) {
+      const absl::StatusOr<std::optional<OutputChunk>>& r = std::get<0>(raced);
+      CAPTURE(r.status());
+      CHECK(ErrorCodeOf(r.status()) == ErrorCode::kUnavailable);
+      CHECK(std::string(r.status().message()).find("reconnect_timeout") != std::string::npos);
+      CHECK(silent.silent_opened() >= 2);  // each silent attempt was given up, and another made
+    }
+    // (Without the bound, this is what ends the hung attempt.)
+    silent.Release();
+    auto e = co_await (*p)->Wait();
+    CHECK(ErrorCodeOf(e.status()) == ErrorCode::kUnavailable);
+    // The process runs on: a reopen through a good channel ends it.
+    auto q = co_await Process::Reopen(t, *ref);
+    REQUIRE_MESSAGE(q.ok(), q.status());
+    CHECK((co_await (*q)->Terminate(100)).ok());
+    Output rest = co_await ReadAll(**q);
+    CHECK(rest.status.ok());
+    auto qe = co_await (*q)->Wait();
+    REQUIRE(qe.ok());
+    CHECK(qe->signal == SIGTERM);
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);
+}
+
+TEST_CASE("after a silent reattach is given up, a later attempt on a good channel continues with nothing lost") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto silent_owner = std::make_shared<SilentReattachTransport>(t, 1);
+    SilentReattachTransport& silent = *silent_owner;
+    StartOptions o = Opts();
+    // About 3 s of numbered lines, across the cut and the silent attempt.
+    o.argv = V("sh", "-c", "i=0; while [ $i -lt 300 ]; do i=$((i+1)); echo $i; sleep 0.01; done");
+    o.reconnect = true;
+    // Each attempt gets a third of it (2 s): the silent one is given up
+    // and the next, on a good channel, has 4 s left.
+    o.reconnect_timeout_ms = 6000;
+    auto p = co_await Process::Start(silent, o);
+    REQUIRE_MESSAGE(p.ok(), p.status());
+    absl::StatusOr<std::string> ref = (*p)->Reference();
+    REQUIRE(ref.ok());
+    auto first = co_await (*p)->Read();
+    REQUIRE(first.ok());
+    REQUIRE(*first);
+    const std::string head = (*first)->bytes;
+    silent.Cut();
+    using namespace asio::experimental::awaitable_operators;
+    auto raced =
+        co_await (ReadAll(**p, head.size()) || Sleep(std::chrono::milliseconds(o.reconnect_timeout_ms + 10000)));
+    CHECK_MESSAGE(raced.index() == 0, "the output did not continue after a silent reattach");
+    Output rest;
+    if (raced.index() == 0) {
+      rest = std::get<0>(std::move(raced));
+    } else {
+      silent.Release();  // (without the bound, what ends the hung attempt)
+      rest = co_await ReadAll(**p, head.size());
+    }
+    CAPTURE(rest.status);
+    CHECK(rest.status.ok());
+    CHECK(head + rest.out == Seq(300));
+    auto e = co_await (*p)->Wait();
+    CHECK_MESSAGE(e.ok(), e.status());
+    if (e.ok()) {
+      CHECK(e->code == 0);
+    } else {
+      // (Without the bound the handle failed: a reopen takes the exit, so
+      // that the supervisor does not linger.)
+      auto q = co_await Process::Reopen(t, *ref);
+      CHECK(q.ok());
+      if (q.ok()) {
+        (void)co_await ReadAll(**q);
+        (void)co_await (*q)->Wait();
+      }
+    }
+    CHECK(silent.silent_opened() == 1);
+    CHECK((*p)->reconnects() >= 1);
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);
+}
+
+}  // namespace
+}  // namespace tether

@@ -136,7 +136,10 @@ wire::Hello Process::State::ResumeHello() const {
 
 asio::awaitable<void> Process::State::CloseSessionAt(asio::steady_timer& timer) {
   auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-  if (!ec && session) session->Close();
+  // A timer that fired in the turn the other branch won is cancelled too
+  // late to report it: the session that branch opened must stay open.
+  const asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
+  if (!ec && cs.cancelled() == asio::cancellation_type::none && session) session->Close();
 }
 
 asio::awaitable<absl::StatusOr<wire::Welcome>> Process::State::ReattachUntil(
@@ -165,7 +168,10 @@ asio::awaitable<absl::Status> Process::State::Reconnect(const absl::Status& lost
   while (steady_clock::now() < deadline && !disconnected && !core.exit) {
     core.output.Attached();
     ++attempts;
-    const auto attempt_deadline = std::min(deadline, steady_clock::now() + attempt_limit);
+    // The last attempt that fits gets all the time left: a slow channel
+    // (a provider's own retry, a 429's Retry-After) may still make it.
+    const auto now = steady_clock::now();
+    const auto attempt_deadline = deadline - now <= 2 * attempt_limit ? deadline : now + attempt_limit;
     absl::StatusOr<wire::Welcome> welcome = co_await ReattachUntil(ResumeHello(), attempt_deadline, attempt_what);
     if (welcome.ok()) {
       ++reconnects;

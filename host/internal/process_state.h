@@ -27,10 +27,11 @@ namespace tether {
 inline constexpr auto kCloseAfterExitTimeout = std::chrono::seconds(5);
 // How long a Signal or Resize waits for the supervisor to act on it.
 inline constexpr auto kActedTimeout = std::chrono::seconds(30);
-// Each reconnect attempt (the native exec, the Hello, the Welcome) gets at
-// most reconnect_timeout / kReconnectAttemptShare, and never more than what
-// remains of it: 10 s of the default 30 s, far above a working channel's
-// handshake, and at least three attempts fit in the time.
+// Each reconnect attempt (the native exec, the Hello, the Welcome) gets
+// reconnect_timeout / kReconnectAttemptShare (10 s of the default 30 s, far
+// above a working channel's handshake), and the last one that fits gets
+// all that remains: a silent channel is given up, and a slow one still
+// has most of the time.
 inline constexpr int kReconnectAttemptShare = 3;
 
 struct Process::State : std::enable_shared_from_this<Process::State> {

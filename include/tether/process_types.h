@@ -107,9 +107,10 @@ struct StartOptions {
   // failed channel is UNAVAILABLE, and Reopen() is the way back.
   bool reconnect = false;
   // How long reconnecting may take in all (ms): each attempt (a new channel
-  // and its handshake) is bounded too, by a third of it, so a channel that
-  // opens and then stays silent is given up and another tried. When it
-  // passes, the handle fails with UNAVAILABLE.
+  // and its handshake) is bounded too, by a third of it (the last one by
+  // what remains), so a channel that opens and then stays silent is given
+  // up and another tried. When it passes, the handle fails with
+  // UNAVAILABLE.
   unsigned reconnect_timeout_ms = 30 * 1000;
   // Local limit on setup (install, launch, handshake). When it passes after
   // the launch was dispatched, Start leaves a cancellation marker so that a

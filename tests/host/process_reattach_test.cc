@@ -168,9 +168,10 @@ TEST_CASE("after a silent reattach is given up, a later attempt on a good channe
     // About 3 s of numbered lines, across the cut and the silent attempt.
     o.argv = V("sh", "-c", "i=0; while [ $i -lt 300 ]; do i=$((i+1)); echo $i; sleep 0.01; done");
     o.reconnect = true;
-    // Each attempt gets a third of it (2 s): the silent one is given up
-    // and the next, on a good channel, has 4 s left.
-    o.reconnect_timeout_ms = 6000;
+    // The first attempt gets a third of it (5 s): the silent one is given
+    // up and the next, on a good channel, has the 10 s left (an exec and an
+    // ASan supervisor's start on 2 loaded cores fit in that).
+    o.reconnect_timeout_ms = 15000;
     auto p = co_await Process::Start(silent, o);
     REQUIRE_MESSAGE(p.ok(), p.status());
     absl::StatusOr<std::string> ref = (*p)->Reference();

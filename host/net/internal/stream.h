@@ -4,7 +4,10 @@
 #pragma once
 
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/beast/core/buffers_prefix.hpp>
@@ -74,16 +77,21 @@ class Stream {
  private:
   template <class MutableBuffers, class Handler>
   void ReadWithinBudget(const MutableBuffers& bufs, Handler handler) {
+    auto ex = boost::asio::get_associated_executor(handler, get_executor());
     if (*read_budget == 0) {
-      auto ex = boost::asio::get_associated_executor(handler, get_executor());
       boost::asio::post(ex, [h = std::move(handler)]() mutable { h(boost::asio::error::message_size, 0); });
       return;
     }
+    // The wrapper keeps the caller's executor and cancellation slot: Beast
+    // passes a cancelled handshake down to this read through the slot.
+    auto slot = boost::asio::get_associated_cancellation_slot(handler);
     auto limited = boost::beast::buffers_prefix(*read_budget, bufs);
-    auto done = [this, h = std::move(handler)](boost::system::error_code ec, std::size_t n) mutable {
-      if (read_budget) *read_budget -= std::min(n, *read_budget);
-      h(ec, n);
-    };
+    auto done = boost::asio::bind_cancellation_slot(
+        slot, boost::asio::bind_executor(
+                  ex, [this, h = std::move(handler)](boost::system::error_code ec, std::size_t n) mutable {
+                    if (read_budget) *read_budget -= std::min(n, *read_budget);
+                    h(ec, n);
+                  }));
     if (tls_) {
       tls_->async_read_some(limited, std::move(done));
     } else {

@@ -4,6 +4,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 
@@ -144,6 +145,28 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<HeadParser>>> ClientImpl::SendFor
   co_return head;
 }
 
+// A non-2xx answer's head and the first kMaxErrorBodyBytes of its body,
+// however long the body declares or turns out to be; the connection is
+// closed after it.
+static asio::awaitable<Response> ReadErrorBody(std::shared_ptr<Conn> conn, std::unique_ptr<HeadParser> head) {
+  http::response_parser<http::buffer_body> parser(std::move(*head));
+  parser.body_limit(boost::none);  // bounded below, by what is kept
+  std::string body;
+  std::string chunk(kReadChunkBytes, '\0');
+  while (!parser.is_done() && body.size() < kMaxErrorBodyBytes) {
+    parser.get().body().data = chunk.data();
+    parser.get().body().size = chunk.size();
+    auto [ec, n] = co_await http::async_read_some(conn->stream, conn->buffer, parser, kNoThrow);
+    body.append(chunk.data(), chunk.size() - parser.get().body().size);
+    if (ec && ec != http::error::need_buffer) break;
+  }
+  if (body.size() > kMaxErrorBodyBytes) body.resize(kMaxErrorBodyBytes);
+  Response response = ToResponse(parser.get().base());
+  response.body = std::move(body);
+  conn->Close();  // (never pooled: what is left of the body is unread)
+  co_return response;
+}
+
 asio::awaitable<absl::StatusOr<Response>> ClientImpl::Call(Request request) {
   std::shared_ptr<ClientImpl> keep = self();
   std::string what = Describe(request.method, request.target);
@@ -179,10 +202,23 @@ asio::awaitable<absl::StatusOr<Response>> ClientImpl::Call(Request request) {
     }
     if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
     std::unique_ptr<HeadParser> head;
-    error_code ec = co_await ReadHead(*conn, head, head_request, options_.max_body);
+    error_code ec = co_await ReadHead(*conn, head, head_request, std::nullopt);
     if (ec) {
       conn->Close();
       co_return failed(NetError(what, ec));
+    }
+    if (const int status = static_cast<int>(head->get().result_int()); status < 200 || status > 299) {
+      // A refusal is read for its message only: its first
+      // kMaxErrorBodyBytes, whatever it declares, so that a huge one keeps
+      // its status and its words (the caller makes an HttpError of it).
+      co_return co_await ReadErrorBody(std::move(conn), std::move(head));
+    }
+    // Beast compares a declared length with the limit once, when the head
+    // ends (and a chunked body chunk by chunk as it reads): here, before a
+    // body byte is read or reserved.
+    if (head->content_length() && *head->content_length() > options_.max_body) {
+      conn->Close();
+      co_return failed(NetError(what, http::error::body_limit));
     }
     http::response_parser<http::string_body> parser(std::move(*head));
     parser.body_limit(options_.max_body);

@@ -169,6 +169,32 @@ TEST_CASE("hostile: a 1 GiB body declared is refused before it is read; streamed
   rss.Check("1 GiB declared");
 }
 
+TEST_CASE("hostile: a refusal with a huge or endless body keeps its status and its first 64 KiB") {
+  // An error answer is read for its message: its status and words must
+  // survive a body above max_body (the CLI quotes them, escaped).
+  asio::io_context io;
+  TestServer declared(io, Endless("HTTP/1.1 403 Forbidden\r\nContent-Length: 1073741824\r\n\r\nWHY", std::string(64 * 1024, 'z')));
+  TestServer chunked(io, Endless("HTTP/1.1 500 Oops\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nWHY\r\n", Chunk64k()));
+  ClientOptions small;
+  small.max_body = 1024;
+  auto declared_client = MakeClient(io, declared.url("http"), small);
+  auto chunked_client = MakeClient(io, chunked.url("http"), small);
+  RssProbe rss;
+  Run(io, [&]() -> asio::awaitable<void> {
+    absl::StatusOr<Response> r = co_await declared_client->Call(Req("GET", "/refused"));
+    REQUIRE_MESSAGE(r.ok(), r.status());
+    CHECK(r->status == 403);
+    CHECK(r->body.size() == 64 * 1024);
+    CHECK(r->body.rfind("WHYzzz", 0) == 0);
+    r = co_await chunked_client->Call(Req("GET", "/refused"));
+    REQUIRE_MESSAGE(r.ok(), r.status());
+    CHECK(r->status == 500);
+    CHECK(r->body.size() == 64 * 1024);
+    CHECK(r->body.rfind("WHYxxx", 0) == 0);
+  });
+  rss.Check("huge refusal");
+}
+
 TEST_CASE("a declared Content-Length is held to max_body, not to Beast's 8 MiB default") {
   asio::io_context io;
   TestServer server(io, [](Stream& s) -> asio::awaitable<void> {

@@ -155,6 +155,16 @@ asio::awaitable<absl::StatusOr<wire::Welcome>> Process::State::ReattachUntil(
 
 asio::awaitable<absl::Status> Process::State::Reconnect(const absl::Status& lost) {
   auto self = shared_from_this();
+  // Input waits while this runs (AwaitInputTurn); whatever the outcome, the
+  // writers are woken when it ends.
+  struct Reattaching {
+    State& s;
+    explicit Reattaching(State& st) : s(st) { s.reattaching = true; }
+    ~Reattaching() {
+      s.reattaching = false;
+      s.cond.NotifyAll();
+    }
+  } reattaching_now(*this);
   using std::chrono::steady_clock;
   const auto deadline = steady_clock::now() + reconnect_timeout;
   // The per-attempt bound (kReconnectAttemptShare): a channel that opens and
@@ -337,7 +347,7 @@ asio::awaitable<absl::Status> Process::State::AwaitInputTurn(std::size_t bytes, 
   while (true) {
     result = InputAllowed();
     if (!result.ok()) break;
-    if (core.input.Ready(*ticket, bytes)) break;
+    if (!reattaching && core.input.Ready(*ticket, bytes)) break;
     if (!co_await cond.Wait()) {
       result = WaitAbortedError("the write was aborted while queued; nothing of it was sent");
       break;

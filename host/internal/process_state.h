@@ -106,6 +106,10 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   bool control = false;              // a control handle (ReopenOptions::control)
   absl::Status failed;               // the attachment broke (set once)
   bool disconnected = false;
+  // A Reconnect is under way: input waits until the new attachment has been
+  // sent again what it lacks (else new bytes could reach it before the
+  // resent ones and leave a hole).
+  bool reattaching = false;
   std::shared_ptr<boost::asio::steady_timer> terminate_deadline;
 
   // What a reference needs to find this process again.

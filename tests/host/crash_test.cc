@@ -168,7 +168,8 @@ awaitable<void> RunTrial(tether::Transport& local, Trial& t, const std::string& 
   switch (t.victim) {
     case kBridge:
       if (!t.write_status.ok() || !t.read_status.ok()) {
-        Broken(t, absl::StrCat("bridge killed: write ", CodeName(t.write_status), ", read ", CodeName(t.read_status)));
+        Broken(t, absl::StrCat("bridge killed: write ", CodeName(t.write_status), ", read ", CodeName(t.read_status),
+                               " (write: ", t.write_status.message(), "; read: ", t.read_status.message(), ")"));
       }
       if (!exit.ok() || exit->code != 5) Broken(t, "bridge killed: no true exit code");
       if (t.out != t.payload) Broken(t, "bridge killed: output is not every byte exactly once");

@@ -10,6 +10,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "host/internal/cancelled.h"
+#include "tether/errors.h"
 #include "tether/shell_setup.h"
 #include "tether/supervisor_binary.h"
 
@@ -150,9 +151,10 @@ static asio::awaitable<void> CloseWhenDue(asio::steady_timer& timer, Channel& ch
 }
 
 // Each way of writing a marker is idempotent (an empty file; the script
-// makes the same one), so a channel cut (UNAVAILABLE) is tried again while
-// kMarkerTimeout lasts: on a cut-prone channel one lost call must not leave
-// a delayed launch free to start.
+// makes the same one), so a channel cut (UNAVAILABLE) or a lost answer
+// (OUTCOME_UNKNOWN: the call may or may not have written it) is tried again
+// while kMarkerTimeout lasts: on a cut-prone channel one lost call must not
+// leave a delayed launch free to start.
 namespace {
 constexpr auto kMarkerFirstBackoff = std::chrono::milliseconds(50);
 
@@ -192,8 +194,8 @@ asio::awaitable<absl::Status> RunMarkerScriptOnce(Transport& transport, const st
   co_return absl::OkStatus();
 }
 
-// Runs `once` until it ends in anything but UNAVAILABLE or kMarkerTimeout
-// has no room for another try (50 ms backoff, doubling).
+// Runs `once` until it ends in anything but UNAVAILABLE or OUTCOME_UNKNOWN,
+// or kMarkerTimeout has no room for another try (50 ms backoff, doubling).
 asio::awaitable<absl::Status> RetryWhileCut(
     Transport& transport,
     std::function<asio::awaitable<absl::Status>(std::chrono::steady_clock::time_point)> once) {
@@ -201,7 +203,8 @@ asio::awaitable<absl::Status> RetryWhileCut(
   auto backoff = kMarkerFirstBackoff;
   while (true) {
     absl::Status st = co_await once(deadline);
-    if (!absl::IsUnavailable(st) || std::chrono::steady_clock::now() + backoff >= deadline) co_return st;
+    const bool again = absl::IsUnavailable(st) || ErrorCodeOf(st) == ErrorCode::kOutcomeUnknown;
+    if (!again || std::chrono::steady_clock::now() + backoff >= deadline) co_return st;
     asio::steady_timer pause(transport.executor(), backoff);
     co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
     backoff *= 2;

@@ -1194,6 +1194,53 @@ TEST_CASE("a cancellation marker whose first writes are cut is written again, an
   CHECK(left[0].substr(left[0].size() - 7) == ".cancel");
 }
 
+// ... and whose first two file calls are answered as a lost answer is
+// (OUTCOME_UNKNOWN), once with nothing written and once after writing.
+class LateExecLostFiles final : public LateExec {
+ public:
+  using LateExec::LateExec;
+  awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
+    ++puts_;
+    if (puts_ == 1) co_return OutcomeUnknownError("emulated: the answer was lost before the call ran");
+    if (puts_ == 2) {
+      absl::Status st = co_await inner().PutFile(path, bytes, mode);
+      (void)st;
+      std::filesystem::remove(path);  // as if the write had been lost on the way in
+      co_return OutcomeUnknownError("emulated: the answer was lost after the call ran");
+    }
+    co_return co_await inner().PutFile(std::move(path), bytes, mode);
+  }
+  int puts() const { return puts_; }
+
+ private:
+  int puts_ = 0;
+};
+
+TEST_CASE("a cancellation marker whose writes lost their answers is written again, and the late launch starts nothing") {
+  // Before, a marker write answered OUTCOME_UNKNOWN (a 502 after the call
+  // ran, as Runloop's emulator sends) was not tried again, so the marker
+  // might be missing and the start said so (CI, conformance.runloop-faults
+  // cancel.setup_timeout). Writing it is idempotent: it is tried again.
+  Sandbox sb;
+  const std::string flag = sb.root() + "/late-launch-ran";
+  std::filesystem::create_directories(sb.root() + "/run");
+  std::filesystem::permissions(sb.root() + "/run", std::filesystem::perms::owner_all);
+  sb.Run([&](Transport& t) -> awaitable<void> {
+    auto late = std::make_shared<LateExecLostFiles>(t);
+    StartOptions o = Opts();
+    o.argv = V("sh", "-c", "echo ran > '" + flag + "'");
+    o.setup_timeout_ms = 300;
+    auto p = co_await Process::Start(*late, o);
+    CAPTURE(p.status());
+    CHECK(ErrorCodeOf(p.status()) == ErrorCode::kOutcomeUnknown);
+    CHECK(std::string(p.status().message()).find("a cancellation marker stops a delayed launch") != std::string::npos);
+    CHECK(late->puts() == 3);
+    asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::milliseconds(3500));
+    co_await timer.async_wait(asio::use_awaitable);  // the launch arrives, finds the marker
+    CHECK_FALSE(std::filesystem::exists(flag));
+  });
+}
+
 }  // namespace
 }  // namespace tether
 

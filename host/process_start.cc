@@ -503,6 +503,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
     // Requests only: no stdin, no output, no exit record, no reattach.
     state->core.pid = welcome->state().pid();
     state->reconnect = false;
+    state->pumping = true;  // (before the keepalive's first look)
     asio::co_spawn(state->close_timer.get_executor(), state->Pump(), asio::detached);
     asio::co_spawn(state->close_timer.get_executor(), state->Keepalive(), asio::detached);
     co_return std::unique_ptr<Process>(new Process(std::move(state)));

@@ -5,6 +5,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "tether/errors.h"
@@ -16,10 +17,16 @@ namespace asio = boost::asio;
 
 absl::Status Process::State::Begin(const wire::Welcome& welcome) {
   if (absl::Status st = core.Attached(welcome); !st.ok()) return st;
+  pumping = true;  // (before the keepalive's first look)
   auto ex = close_timer.get_executor();
   asio::co_spawn(ex, Pump(), asio::detached);
   asio::co_spawn(ex, Keepalive(), asio::detached);
   return absl::OkStatus();
+}
+
+void Process::State::Heard() {
+  unanswered_pings = 0;
+  last_heard = std::chrono::steady_clock::now();
 }
 
 void Process::State::Fail(absl::Status st) {
@@ -67,25 +74,51 @@ void Process::State::AckExit() {
 }
 
 // The supervisor frees an attachment that is silent for a lease; a quiet
-// process (nothing to ack, no input) must not lose its attachment.
+// process (nothing to ack, no input) must not lose its attachment. The
+// keepalive lives as long as the pump: across reattaches (a ping due while
+// one is under way waits for the next attachment), and it gives up an
+// attachment that answers nothing (kSilentPings).
 asio::awaitable<void> Process::State::Keepalive() {
   auto self = shared_from_this();
   std::uint64_t nonce = 0;
-  while (!session->closed() && !exit_acked) {
+  const Session* watched = nullptr;  // the session whose bytes were counted, and how many
+  std::uint64_t watched_bytes = 0;
+  const auto still = [this] { return pumping && !exit_acked && failed.ok() && !disconnected; };
+  while (still()) {
     ping_timer.expires_after(ping_interval);
     co_await ping_timer.async_wait(asio::as_tuple(asio::use_awaitable));
-    if (session->closed() || exit_acked) break;
+    if (!still()) break;
+    if (session->closed()) continue;  // reattaching: the next attachment gets the next ping
+    if (session.get() != watched || session->received_bytes() != watched_bytes) {
+      watched = session.get();
+      watched_bytes = session->received_bytes();
+      Heard();  // part of a frame counts: a slow channel is not a silent one
+    }
+    const auto quiet = std::chrono::steady_clock::now() - last_heard;
+    if (unanswered_pings >= kSilentPings && quiet >= kSilentFloor) {
+      silenced = absl::UnavailableError(absl::StrCat(
+          "the attachment went silent: nothing from the supervisor for ",
+          std::chrono::duration_cast<std::chrono::milliseconds>(quiet).count(), " ms, ", unanswered_pings,
+          " pings unanswered; the channel was given up"));
+      session->Close();  // the pump sees it end: reattach or fail
+      continue;
+    }
     AckConsumed();  // rides on the ping: one write, one wake-up of the daemon
     wire::Envelope env;
     env.mutable_ping()->set_nonce(++nonce);
     session->Send(std::move(env));
+    ++unanswered_pings;
   }
 }
 
 asio::awaitable<void> Process::State::Pump() {
   auto self = shared_from_this();
+  pumping = true;
+  Heard();
   while (true) {
     absl::StatusOr<wire::Envelope> env = co_await session->Receive();
+    if (!env.ok() && !silenced.ok()) env = std::exchange(silenced, absl::OkStatus());
+    if (env.ok()) Heard();
     if (!env.ok()) {
       // The channel ending after a confirmed exit is the normal end.
       if (core.exit) break;
@@ -112,6 +145,7 @@ asio::awaitable<void> Process::State::Pump() {
     if (env->has_output()) MaybeAck();
     cond.NotifyAll();
   }
+  pumping = false;
   close_timer.cancel();
   ping_timer.cancel();
   if (terminate_deadline) terminate_deadline->cancel();
@@ -185,6 +219,7 @@ asio::awaitable<absl::Status> Process::State::Reconnect(const absl::Status& lost
     absl::StatusOr<wire::Welcome> welcome = co_await ReattachUntil(ResumeHello(), attempt_deadline, attempt_what);
     if (welcome.ok()) {
       ++reconnects;
+      Heard();
       if (welcome->has_ticket()) core.ticket = welcome->ticket();
       // The new attachment knows what the supervisor holds: send again what
       // it lacks (it drops what it already has, by offset and id).

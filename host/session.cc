@@ -157,6 +157,7 @@ asio::awaitable<absl::StatusOr<wire::Envelope>> Session::Receive() {
           diag.empty() ? "" : absl::StrCat("; its stderr: ", diag)));
     }
     pending_ = std::string_view(buf_.get(), *n);
+    received_bytes_ += *n;
   }
 }
 

@@ -61,6 +61,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // handed_bytes() of a closed session never left this host.
   std::uint64_t queued_bytes() const { return queued_bytes_; }
   std::uint64_t handed_bytes() const { return handed_bytes_; }
+  // Bytes read from the channel so far (a frame in progress counts: a slow
+  // channel delivering a big frame is not a silent one).
+  std::uint64_t received_bytes() const { return received_bytes_; }
   std::uint64_t generation() const { return generation_; }
   std::string Diagnostics() const { return channel_->Diagnostics(); }
 
@@ -76,6 +79,7 @@ class Session : public std::enable_shared_from_this<Session> {
   absl::Status write_error_;
   std::uint64_t queued_bytes_ = 0;
   std::uint64_t handed_bytes_ = 0;
+  std::uint64_t received_bytes_ = 0;
   std::uint64_t generation_ = 0;
   std::uint64_t next_request_id_ = 1;
   std::uint64_t hello_id_ = 0;

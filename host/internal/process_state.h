@@ -33,6 +33,16 @@ inline constexpr auto kActedTimeout = std::chrono::seconds(30);
 // all that remains: a silent channel is given up, and a slow one still
 // has most of the time.
 inline constexpr int kReconnectAttemptShare = 3;
+// The keepalive gives an attachment up (closes its session, which the pump
+// then reattaches or fails as a lost channel) when this many pings in a
+// row got nothing back, not even their Pongs, and nothing arrived for at
+// least kSilentFloor: a channel that stays open and delivers nothing (a
+// half-open connection, a provider stream stuck without an error) would
+// otherwise hold every call on the handle forever. Counted per ping sent,
+// so a host that was itself stopped (SIGSTOP, a suspended laptop) does not
+// mistake its own pause for a silent channel.
+inline constexpr int kSilentPings = 3;
+inline constexpr auto kSilentFloor = std::chrono::seconds(5);
 
 struct Process::State : std::enable_shared_from_this<Process::State> {
   State(std::shared_ptr<Transport> owner, core::OutputConfig output, bool stdin_pipe)
@@ -65,6 +75,8 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   // The Hello that resumes at the acknowledged offsets.
   wire::Hello ResumeHello() const;
   void Fail(absl::Status st);
+  // A frame arrived: the attachment is alive.
+  void Heard();
   // Sends an Ack when credit is due; less waits for the keepalive, which
   // calls AckConsumed just before its ping (both go in one write).
   void MaybeAck();
@@ -100,6 +112,14 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   boost::asio::steady_timer close_timer;
   boost::asio::steady_timer ping_timer;  // cancelled at exit or failure
   std::chrono::milliseconds ping_interval{10000};
+  // The keepalive's view of the attachment (kSilentPings): pings sent since
+  // a frame last arrived, and when one last arrived.
+  int unanswered_pings = 0;
+  std::chrono::steady_clock::time_point last_heard = std::chrono::steady_clock::now();
+  bool pumping = false;  // the receive pump runs (the keepalive ends with it)
+  // Set when the keepalive gave the attachment up for silence: the reason
+  // the pump reports instead of the closed session's own.
+  absl::Status silenced;
 
   bool exit_acked = false;
   bool ack_exit_on_arrival = false;  // the handle was dropped with everything read

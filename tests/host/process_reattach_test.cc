@@ -24,10 +24,15 @@ using namespace tether::testing;
 // deliver a byte nor end: a native channel that opened and then went
 // silent. Close() and cancellation end their reads, as the Channel
 // contract demands; Release() ends them too (for a host that never does).
+// After the cut every Exec also waits `exec_delay` first (a slow native
+// exec: no session exists meanwhile).
 class SilentReattachTransport final : public internal::ForwardingTransport {
  public:
-  SilentReattachTransport(Transport& inner, int silent) : ForwardingTransport(inner), silent_left_(silent) {}
+  SilentReattachTransport(Transport& inner, int silent,
+                          std::chrono::milliseconds exec_delay = std::chrono::milliseconds(0))
+      : ForwardingTransport(inner), silent_left_(silent), exec_delay_(exec_delay) {}
   awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
+    if (cut_ && exec_delay_.count() > 0) co_await Sleep(exec_delay_);
     if (cut_ && silent_left_ > 0) {
       --silent_left_;
       ++silent_opened_;
@@ -100,6 +105,7 @@ class SilentReattachTransport final : public internal::ForwardingTransport {
 
   bool cut_ = false;
   int silent_left_;
+  std::chrono::milliseconds exec_delay_;
   int silent_opened_ = 0;
   CuttableChannel* last_ = nullptr;
   std::vector<std::shared_ptr<asio::steady_timer>> silent_;
@@ -211,6 +217,183 @@ TEST_CASE("after a silent reattach is given up, a later attempt on a good channe
     }
     CHECK(silent.silent_opened() == 1);
     CHECK((*p)->reconnects() >= 1);
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);
+}
+
+// Found while chasing a hang of chaos.runloop in CI: the keepalive ended
+// when it found the session closed, which it is while a reattach is under
+// way, so after a reattach that outlasted one ping interval no ping was
+// ever sent again, and the supervisor freed the quiet attachment a lease
+// later (another reattach, or a failure without reconnect).
+TEST_CASE("the keepalive goes on after a reattach that outlasted a ping: a quiet process keeps its attachment") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    // The reattach's exec takes 1.2 s: at least two pings fall due while
+    // no session exists (the old one closed, the new one not made yet).
+    auto slow_owner = std::make_shared<SilentReattachTransport>(t, 0, std::chrono::milliseconds(1200));
+    SilentReattachTransport& slow = *slow_owner;
+    StartOptions o = Opts();
+    o.argv = V("sh", "-c", "echo ready; sleep 5; echo done");
+    o.reconnect = true;
+    o.lease_ms = 1500;  // a ping every 500 ms
+    auto p = co_await Process::Start(slow, o);
+    REQUIRE_MESSAGE(p.ok(), p.status());
+    auto first = co_await (*p)->Read();
+    REQUIRE(first.ok());
+    REQUIRE(*first);
+    CHECK((*first)->bytes == "ready\n");
+    slow.Cut();
+    // Quiet for about 4 s after the reattach: more than two leases.
+    Output rest = co_await ReadAll(**p, (*first)->bytes.size());
+    CAPTURE(rest.status);
+    CHECK(rest.status.ok());
+    CHECK(rest.out == "done\n");
+    auto e = co_await (*p)->Wait();
+    REQUIRE_MESSAGE(e.ok(), e.status());
+    CHECK(e->code == 0);
+    CHECK((*p)->reconnects() == 1);  // without pings: the lease freed it again, and again
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);
+}
+
+// A transport whose current channel can be muted: it stays open, takes
+// every write, and delivers nothing more until closed (a half-open TCP
+// connection, a provider stream stuck without an error). Channels opened
+// later are not muted.
+class MutingTransport final : public internal::ForwardingTransport {
+ public:
+  explicit MutingTransport(Transport& inner) : ForwardingTransport(inner) {}
+  awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
+    auto ch = co_await inner().Exec(std::move(argv));
+    if (!ch.ok()) co_return ch.status();
+    ++opened_;
+    auto muting = std::make_unique<MutingChannel>(*std::move(ch), executor());
+    last_ = muting.get();
+    co_return std::unique_ptr<Channel>(std::move(muting));
+  }
+  void MuteCurrent() { last_->Mute(); }
+  int opened() const { return opened_; }
+
+ private:
+  class MutingChannel final : public Channel {
+   public:
+    MutingChannel(std::unique_ptr<Channel> inner, asio::any_io_executor ex)
+        : inner_(std::move(inner)),
+          gate_(std::make_shared<asio::steady_timer>(ex, asio::steady_timer::time_point::max())) {}
+    ~MutingChannel() override { gate_->cancel(); }
+    awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
+      if (muted_) {
+        auto gate = gate_;
+        if (!closed_) co_await gate->async_wait(asio::as_tuple(asio::use_awaitable));
+        co_return absl::UnavailableError("muted channel closed");
+      }
+      co_return co_await inner_->ReadSome(buf);
+    }
+    awaitable<absl::Status> Write(std::string_view bytes) override { co_return co_await inner_->Write(bytes); }
+    void CloseWrite() override { inner_->CloseWrite(); }
+    void Close() override {
+      closed_ = true;
+      gate_->cancel();
+      inner_->Close();
+    }
+    void Mute() { muted_ = true; }
+    std::string Diagnostics() const override { return inner_->Diagnostics(); }
+
+   private:
+    std::unique_ptr<Channel> inner_;
+    std::shared_ptr<asio::steady_timer> gate_;
+    bool muted_ = false;
+    bool closed_ = false;
+  };
+
+  int opened_ = 0;
+  MutingChannel* last_ = nullptr;
+};
+
+TEST_CASE("an attachment that goes silent is given up and reattached, with nothing lost") {
+  // Before, the handle waited on a silent channel forever: nothing on the
+  // host noticed that not even the Pongs came back.
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    using namespace asio::experimental::awaitable_operators;
+    auto muting_owner = std::make_shared<MutingTransport>(t);
+    MutingTransport& muting = *muting_owner;
+    StartOptions o = Opts();
+    // About 6 s of numbered lines, most of them after the mute.
+    o.argv = V("sh", "-c", "echo 0; read go; i=0; while [ $i -lt 300 ]; do i=$((i+1)); echo $i; sleep 0.02; done");
+    o.stdin_pipe = true;
+    o.reconnect = true;
+    o.lease_ms = 1500;  // a ping every 500 ms: given up after 3 unanswered and kSilentFloor (5 s)
+    auto p = co_await Process::Start(muting, o);
+    REQUIRE_MESSAGE(p.ok(), p.status());
+    auto first = co_await (*p)->Read();
+    REQUIRE(first.ok());
+    REQUIRE(*first);
+    CHECK((*first)->bytes == "0\n");
+    muting.MuteCurrent();
+    CHECK((co_await (*p)->Write("go\n")).ok());  // writes still pass: only the way back is silent
+    // Bound: the silence floor (5 s) plus a ping interval, a reattach and the
+    // rest of the output; 25 s of margin for 2 loaded cores under ASan.
+    auto raced = co_await (ReadAll(**p, 2) || Sleep(std::chrono::seconds(30)));
+    CHECK_MESSAGE(raced.index() == 0, "the output did not continue: the silent attachment was never given up");
+    if (raced.index() != 0) co_return;
+    Output rest = std::get<0>(std::move(raced));
+    CAPTURE(rest.status);
+    CHECK(rest.status.ok());
+    CHECK("0\n" + rest.out == "0\n" + Seq(300));
+    auto e = co_await (*p)->Wait();
+    REQUIRE_MESSAGE(e.ok(), e.status());
+    CHECK(e->code == 0);
+    CHECK((*p)->reconnects() == 1);
+    CHECK(muting.opened() == 2);
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);
+}
+
+TEST_CASE("without reconnect, an attachment that goes silent fails the handle with UNAVAILABLE, saying so") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    using namespace asio::experimental::awaitable_operators;
+    auto muting_owner = std::make_shared<MutingTransport>(t);
+    MutingTransport& muting = *muting_owner;
+    StartOptions o = Opts();
+    o.argv = V("sh", "-c", "echo ready; exec sleep 60");
+    o.lease_ms = 1500;
+    auto p = co_await Process::Start(muting, o);
+    REQUIRE_MESSAGE(p.ok(), p.status());
+    absl::StatusOr<std::string> ref = (*p)->Reference();
+    REQUIRE(ref.ok());
+    auto first = co_await (*p)->Read();
+    REQUIRE(first.ok());
+    REQUIRE(*first);
+    muting.MuteCurrent();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto raced = co_await ((*p)->Read() || Sleep(std::chrono::seconds(30)));
+    const auto took = std::chrono::steady_clock::now() - t0;
+    CAPTURE(std::chrono::duration_cast<std::chrono::milliseconds>(took).count());
+    CHECK_MESSAGE(raced.index() == 0, "the Read did not end on a silent attachment");
+    if (raced.index() == 0) {
+      const absl::StatusOr<std::optional<OutputChunk>>& r = std::get<0>(raced);
+      CAPTURE(r.status());
+      CHECK(ErrorCodeOf(r.status()) == ErrorCode::kUnavailable);
+      CHECK(std::string(r.status().message()).find("went silent") != std::string::npos);
+      CHECK(took >= std::chrono::seconds(5));  // kSilentFloor: never sooner
+    }
+    // The process runs on: a reopen through a good channel ends it, once
+    // the supervisor has freed the silent attachment (BUSY until then: at
+    // most a lease without requests).
+    auto q = co_await Process::Reopen(t, *ref);
+    for (int i = 0; i < 100 && ErrorCodeOf(q.status()) == ErrorCode::kBusy; ++i) {
+      co_await Sleep(std::chrono::milliseconds(100));
+      q = co_await Process::Reopen(t, *ref);
+    }
+    REQUIRE_MESSAGE(q.ok(), q.status());
+    CHECK((co_await (*q)->Terminate(100)).ok());
+    (void)co_await ReadAll(**q);
+    auto qe = co_await (*q)->Wait();
+    REQUIRE(qe.ok());
+    CHECK(qe->signal == SIGTERM);
   });
   CHECK(sb.LeftoverStateDirs() == 0);
 }

@@ -97,7 +97,13 @@ struct Run {
   std::uint64_t next[2] = {0, 0};
   absl::Status write_status, read_status;
   std::uint64_t checked = 0;
+  // Where the run is, for a hang's report: the step, the bytes written and
+  // the handle while it lives.
+  const char* step = "starting";
+  std::uint64_t written = 0;
+  const tether::Process* proc = nullptr;
 };
+
 
 // (Debian's abseil has its own string_view: std::string crosses over.)
 std::string CodeName(const absl::Status& st) { return std::string(tether::ErrorCodeName(ErrorCodeOf(st))); }
@@ -114,6 +120,19 @@ const char* ModeName(tether::TunnelMode m) {
     case tether::TunnelMode::kDirect: return "direct";
   }
   return "?";
+}
+
+// What a run that passed its deadline was doing (read before it is cancelled).
+std::string WhereItHung(const Run& r) {
+  std::string out = absl::StrCat("in ", r.step, "; ", r.written, " of ", r.payload.size(), " bytes written (",
+                                 r.write_status.ok() ? "ok" : Describe(r.write_status), "), ", r.next[0],
+                                 " stdout and ", r.next[1], " stderr bytes read (",
+                                 r.read_status.ok() ? "ok" : Describe(r.read_status), ")");
+  if (r.proc) {
+    absl::StrAppend(&out, "; ", r.proc->reconnects(), " reconnects, ", r.proc->unread_bytes(), " bytes unread",
+                    r.proc->output_gap() ? ", output gap" : "");
+  }
+  return out;
 }
 
 // An error a faulty channel may honestly cause.
@@ -169,8 +188,11 @@ awaitable<void> WriteAll(tether::Process& p, Run& r, std::uint64_t seed) {
     r.write_status = co_await p.Write(data.substr(0, n));
     if (!r.write_status.ok()) co_return;
     data.remove_prefix(n);
+    r.written += n;
   }
+  r.step = "closing stdin, reading";
   r.write_status = co_await p.CloseStdin();
+  r.step = "reading (stdin closed)";
 }
 
 awaitable<void> ReadAll(tether::Process& p, Run& r) {
@@ -221,8 +243,13 @@ awaitable<std::string> RunBody(tether::Transport& chaos, Run& r, const std::stri
     co_return absl::StrCat("start ", CodeName(p.status()));
   }
   tether::Process& proc = **p;
+  r.proc = &proc;
+  r.step = "writing and reading";
   co_await (WriteAll(proc, r, r.seed) && ReadAll(proc, r));
+  r.step = "waiting for the exit";
   absl::StatusOr<tether::ExitStatus> exit = co_await proc.Wait();
+  r.step = "checking";
+  r.proc = nullptr;
   *reconnects += proc.reconnects();
   if (exit.ok() && (exit->code != kExitCode || exit->signal)) {
     Broken(r, absl::StrCat("guessed or wrong exit: code ", exit->code.value_or(-1), " signal ", exit->signal.value_or(0)));
@@ -274,11 +301,15 @@ awaitable<void> RunSeed(Context& ctx, std::uint64_t seed) {
   std::uint64_t reconnects = 0;
   asio::steady_timer deadline(co_await asio::this_coro::executor, kRunDeadline);
   const std::string record = absl::StrCat(ctx.records, "/", seed);
-  auto raced = co_await (RunBody(chaos, r, marker, record, reconnect, &reconnects) ||
-                         deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
+  // (The watchdog reads where the run is before the run is cancelled.)
+  auto watchdog = [&]() -> awaitable<std::string> {
+    co_await deadline.async_wait(asio::as_tuple(asio::use_awaitable));
+    co_return WhereItHung(r);
+  };
+  auto raced = co_await (RunBody(chaos, r, marker, record, reconnect, &reconnects) || watchdog());
   std::string outcome;
   if (raced.index() == 1) {
-    Broken(r, "hang: the run passed its deadline");
+    Broken(r, absl::StrCat("hang: the run passed its deadline (", kRunDeadline.count(), " s), ", std::get<1>(raced)));
   } else {
     outcome = std::get<0>(raced);
   }

@@ -14,6 +14,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/beast/http/write.hpp>
 #include <boost/json.hpp>
 #include <chrono>
 #include <deque>

@@ -22,6 +22,7 @@
 #include "tether/supervisor_binary.h"
 #include "host/internal/script_start.h"
 #include "host/tunnel/start_script.h"
+#include "protocol/limits.h"
 
 namespace tether {
 
@@ -30,12 +31,15 @@ namespace asio = boost::asio;
 namespace {
 
 constexpr std::size_t kSecretBytes = 32;
-constexpr unsigned kDefaultLeaseMs = 30 * 1000;  // the supervisor's kLeaseMs
+using protocol::kDefaultLeaseMs;
 constexpr std::size_t kLaunchIdBytes = 16;
 constexpr std::size_t kMinOutputWindowBytes = 16 * 1024;
 constexpr std::size_t kMaxOutputWindowBytes = 64u << 20;
-constexpr std::size_t kMinRingBytes = 4096;  // the supervisor's limits
-constexpr std::size_t kMaxRingBytes = 64u << 20;
+using protocol::kMaxRingBytes;
+using protocol::kMinRingBytes;
+// The public API's limits that the wire fixes.
+static_assert(kMaxTerminalCells == protocol::kMaxPtyCells);
+static_assert(kMaxChunkBytes == protocol::kMaxOutputChunkBytes);
 
 using internal::RandomBytes;
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "protocol/limits.h"
 #include "tether/protocol/tether.pb.h"
 
 namespace tether::supervisor {
@@ -77,8 +78,8 @@ struct Child {
   int stderr_fd = -1;  // -1 with a pty
 };
 
-// Limits on a terminal's size (cells).
-inline constexpr unsigned kMaxPtyCells = 10000;
+// Limits on a terminal's size (cells): protocol/limits.h.
+using protocol::kMaxPtyCells;
 
 // Sets the terminal size of a pty master; the kernel signals SIGWINCH to the
 // terminal's foreground process group.

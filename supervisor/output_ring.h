@@ -17,11 +17,14 @@
 #include <string_view>
 #include <vector>
 
+#include "protocol/limits.h"
+
 namespace tether::supervisor {
 
-inline constexpr std::size_t kDefaultRingBytes = 1 << 20;  // per stream
-inline constexpr std::size_t kMinRingBytes = 4096;
-inline constexpr std::size_t kMaxRingBytes = 64u << 20;
+// Per stream (protocol/limits.h).
+using protocol::kDefaultRingBytes;
+using protocol::kMaxRingBytes;
+using protocol::kMinRingBytes;
 // Dropped ranges remembered per stream (one per detached spell that
 // overflowed the ring, merged when adjacent). Past this many the two
 // oldest merge, counting the acknowledged bytes between them as dropped

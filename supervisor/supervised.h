@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 
+#include "protocol/limits.h"
 #include "supervisor/output_ring.h"
 #include "supervisor/stdin_queue.h"
 #include "supervisor/tickets.h"
@@ -27,9 +28,9 @@ namespace tether::supervisor {
 inline constexpr int kNumStreams = 2;  // stdout (or the terminal's output), stderr
 // Per Output frame: the host's chunk size, so that a frame's data becomes
 // one chunk for the application without being split or copied again.
-inline constexpr std::size_t kMaxOutputChunkBytes = 16 * 1024;
+using protocol::kMaxOutputChunkBytes;
 inline constexpr std::size_t kDefaultWindowBytes = 1 << 20;  // output credit if Hello has none
-inline constexpr unsigned kLeaseMs = 30 * 1000;              // attachment lost after this idle
+inline constexpr unsigned kLeaseMs = protocol::kDefaultLeaseMs;  // attachment lost after this idle
 inline constexpr unsigned kHelloTimeoutMs = 10 * 1000;       // to authenticate after connect
 
 // Stream 0 is stdout, or the combined terminal output with a pty; 1 is stderr.

@@ -356,6 +356,27 @@ auto OnRuntimeThread(tether_runtime* rt, F f) -> decltype(f()) {
 
 }  // namespace
 
+// The C codes are the C++ ones, by number (tether.h says so; the Python
+// package's table is checked against tether_error_name in its tests).
+#define TETHER_SAME_CODE(c, k) static_assert(c == static_cast<int>(tether::ErrorCode::k), #c)
+TETHER_SAME_CODE(TETHER_OK, kOk);
+TETHER_SAME_CODE(TETHER_E_INVALID_ARGUMENT, kInvalidArgument);
+TETHER_SAME_CODE(TETHER_E_UNSUPPORTED, kUnsupported);
+TETHER_SAME_CODE(TETHER_E_UNAVAILABLE, kUnavailable);
+TETHER_SAME_CODE(TETHER_E_BUSY, kBusy);
+TETHER_SAME_CODE(TETHER_E_EXPIRED, kExpired);
+TETHER_SAME_CODE(TETHER_E_INPUT_CLOSED, kInputClosed);
+TETHER_SAME_CODE(TETHER_E_OUTCOME_UNKNOWN, kOutcomeUnknown);
+TETHER_SAME_CODE(TETHER_E_NOT_FOUND, kNotFound);
+TETHER_SAME_CODE(TETHER_E_PERMISSION_DENIED, kPermissionDenied);
+TETHER_SAME_CODE(TETHER_E_PROTOCOL, kProtocol);
+TETHER_SAME_CODE(TETHER_E_CANCELLED, kCancelled);
+TETHER_SAME_CODE(TETHER_E_OUTPUT_CAPACITY, kOutputCapacity);
+TETHER_SAME_CODE(TETHER_E_WAIT_ABORTED, kWaitAborted);
+TETHER_SAME_CODE(TETHER_E_RESOURCE_EXHAUSTED, kResourceExhausted);
+TETHER_SAME_CODE(TETHER_E_INTERNAL, kInternal);
+#undef TETHER_SAME_CODE
+
 extern "C" {
 
 const char* tether_error_name(int code) {

@@ -102,7 +102,7 @@ inline constexpr char kUsageTemplate[] =
     "        runs (default there: tether's own directory)\n"
     "        --clean-env: the child gets only the --env variables, nothing\n"
     "        inherited. Otherwise it inherits the sandbox's environment minus\n"
-    "        credential-shaped names (see README, 'What the child inherits')\n"
+    "        credential-shaped names (see docs/cli.md, 'What the child inherits')\n"
     "        --lease-ms: the supervisor's lease (200..3600000, default 30000)\n"
     "        --pty runs it on a terminal (size from ours, or 80x24; our size\n"
     "        changes follow; our terminal is raw meanwhile)\n"

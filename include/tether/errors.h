@@ -2,12 +2,13 @@
 //
 // Every failure is an absl::Status with a message a person can act on;
 // ErrorCodeOf() gives the stable code a program can branch on (the names are
-// the seed's: OUTCOME_UNKNOWN, INPUT_CLOSED, BUSY, EXPIRED, ...). The code is
-// attached where the error is made, as a status payload, by the constructors
-// below (MakeError and the named helpers); ErrorCodeOf() reads it and never
-// looks at the message. A status made without one (absl::NotFoundError(...))
-// gets the code its canonical code means unambiguously; kFailedPrecondition
-// and kUnknown alone mean nothing public (INTERNAL).
+// the process API's, docs/process-api.md: OUTCOME_UNKNOWN, INPUT_CLOSED,
+// BUSY, EXPIRED, ...). The code is attached where the error is made, as a
+// status payload, by the constructors below (MakeError and the named
+// helpers); ErrorCodeOf() reads it and never looks at the message. A status
+// made without one (absl::NotFoundError(...)) gets the code its canonical
+// code means unambiguously; kFailedPrecondition and kUnknown alone mean
+// nothing public (INTERNAL).
 //
 //   absl::Status st = co_await p->Write(bytes);
 //   if (tether::ErrorCodeOf(st) == tether::ErrorCode::kInputClosed) { ... }

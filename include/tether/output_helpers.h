@@ -1,5 +1,5 @@
 // Bounded diagnostic text from process output: a line reader and a rolling
-// tail (seed 000's readProcessLines and createProcessTail). Pure functions of
+// tail (the process API's helpers, docs/process-api.md). Pure functions of
 // the chunks they are given; neither stores a transcript nor touches the
 // process.
 //

@@ -22,10 +22,11 @@
 // controlled end to end: a consumer that stops reading makes the child block
 // on its pipe, and nothing is lost.
 //
-// Limits (seed 000): a write carries at most 64 KiB; at most 256 KiB and 256
-// writes wait in the input queue; a chunk from Read() is at most 16 KiB; at
-// most 64 KiB (output_window_bytes) and 256 chunks of output are unread or in
-// flight. Finite output (the default) stops at max_output_bytes (1 MiB).
+// Limits (docs/process-api.md): a write carries at most 64 KiB; at most
+// 256 KiB and 256 writes wait in the input queue; a chunk from Read() is at
+// most 16 KiB; at most 64 KiB (output_window_bytes) and 256 chunks of output
+// are unread or in flight. Finite output (the default) stops at
+// max_output_bytes (1 MiB).
 //
 // Aborting: Start, Write, Read, Wait, Status and Terminate honour Asio's
 // per-operation cancellation, e.g.

@@ -1,5 +1,6 @@
-// The process API's value types and limits (seed 000), without I/O: shared
-// by the API (process.h), its sans-I/O cores (host/core/) and helpers.
+// The process API's value types and limits (docs/process-api.md), without
+// I/O: shared by the API (process.h), its sans-I/O cores (host/core/) and
+// helpers.
 #pragma once
 
 #include <cstddef>

@@ -17,9 +17,10 @@
  *   blocking. A notify callback, when set, is called on the runtime's
  *   thread after each completion is queued (to wake a loop of one's own).
  * - tether_cancel() aborts one call: it completes with
- *   TETHER_E_WAIT_ABORTED and nothing else is affected (the seed's
- *   WAIT_ABORTED; a write not yet sent is dropped unsent; an aborted start
- *   after its launch was dispatched is OUTCOME_UNKNOWN).
+ *   TETHER_E_WAIT_ABORTED and nothing else is affected (the process API's
+ *   WAIT_ABORTED, docs/process-api.md; a write not yet sent is dropped
+ *   unsent; an aborted start after its launch was dispatched is
+ *   OUTCOME_UNKNOWN).
  * - Handles: a transport (a provider by name, with the CLI's flags) and a
  *   process. Freeing a process aborts its calls in flight and releases the
  *   attachment; the child goes on in the sandbox (tether_process_terminate

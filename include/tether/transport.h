@@ -104,7 +104,7 @@ struct ChannelCapabilities {
   bool cut_prone = false;
 };
 
-// How frames travel over the native channel (DESIGN.md, tunnel modes).
+// How frames travel over the native channel (docs/providers/README.md, Tunnels).
 enum class TunnelMode {
   kBinary,    // exact bytes both ways, through a bridge process
   kText,      // text lines only: frames go as armored lines (protocol/armor.h)

@@ -370,19 +370,6 @@ bool Exists(const std::string& file) { return std::ifstream(file).good(); }
 
 }  // namespace
 
-DockerTls DockerTlsFromEnvironment() {
-  DockerTls t;
-  const char* verify = std::getenv("DOCKER_TLS_VERIFY");
-  t.verify = verify != nullptr && *verify != '\0';
-  const char* path = std::getenv("DOCKER_CERT_PATH");
-  if (path != nullptr && *path != '\0') {
-    t.cert_path = path;
-  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') {
-    t.cert_path = absl::StrCat(home, "/.docker");
-  }
-  return t;
-}
-
 absl::StatusOr<std::shared_ptr<Transport>> MakeDockerTransport(asio::any_io_executor ex, DockerOptions o) {
   if (o.container.empty()) return absl::InvalidArgumentError("docker: no container named (--container ID)");
   if (!o.api_version.empty() &&

@@ -8,10 +8,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <optional>
-#include <set>
 #include <vector>
 
 #include "absl/strings/escaping.h"
@@ -20,9 +18,10 @@
 #include "host/internal/condition.h"
 #include "host/internal/random.h"
 #include "host/native/boat/boat_api.h"
+#include "host/native/native_options.h"
+#include "host/native/native_transport.h"
 #include "host/net/http.h"
 #include "host/net/retry_after.h"
-#include "protocol/sha256.h"
 #include "tether/errors.h"
 #include "tether/shell_setup.h"
 
@@ -37,14 +36,8 @@ constexpr std::chrono::milliseconds kCallBackoff{100};  // doubled per attempt (
 constexpr std::chrono::seconds kHttpSlack{30};           // a command's HTTP call beyond its timeoutSeconds
 constexpr std::chrono::milliseconds kUploadTimeout{300000};  // one PUT /files (a supervisor is a few MB)
 constexpr int kScriptAttempts = 3;               // a setup script whose call failed: they are idempotent
-constexpr std::size_t kCheckFirstBytes = 64 * 1024;  // larger files: ask whether they are there first
 constexpr std::size_t kDiagnosticsBytes = 4096;      // the stderr tail kept for messages
 constexpr std::size_t kMaxFilesAnswer = 1 << 20;     // PUT /files answers: only read for errors
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
-}
 
 asio::awaitable<void> Sleep(std::chrono::milliseconds d) {
   asio::steady_timer t(co_await asio::this_coro::executor, d);
@@ -217,12 +210,14 @@ class BoatChannel final : public Channel {
   std::size_t offset_ = 0;
 };
 
-class BoatTransport final : public Transport {
+class BoatTransport final : public native::NativeTransport {
  public:
   BoatTransport(asio::any_io_executor ex, BoatOptions o, std::shared_ptr<BoatApi> api)
-      : ex_(std::move(ex)), o_(std::move(o)), api_(std::move(api)) {}
+      : NativeTransport(ex, {"boat", o.sandbox_id, absl::StrCat("boat sandbox ", o.sandbox_id)},
+                        std::move(o.upload_progress)),
+        ex_(std::move(ex)),
+        api_(std::move(api)) {}
 
-  std::string_view name() const override { return "boat"; }
   ChannelCapabilities capabilities() const override {
     ChannelCapabilities c;
     c.exact_bytes = false;  // stdout and stderr are JSON strings, decoded as UTF-8
@@ -231,16 +226,6 @@ class BoatTransport final : public Transport {
     c.costly_bytes = true;
     c.cut_prone = false;
     return c;
-  }
-  std::string sandbox_id() const override { return o_.sandbox_id; }
-  asio::any_io_executor executor() const override { return ex_; }
-
-  asio::awaitable<absl::StatusOr<SandboxInfo>> Probe() override {
-    if (info_) co_return *info_;
-    absl::StatusOr<SandboxInfo> info = co_await ShellProbe(runner_, absl::StrCat("boat sandbox ", o_.sandbox_id), "");
-    if (!info.ok()) co_return info.status();
-    info_ = *info;
-    co_return *info;
   }
 
   asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
@@ -251,58 +236,22 @@ class BoatTransport final : public Transport {
     co_return std::unique_ptr<Channel>(new BoatChannel(std::move(state), api_->timeout_seconds));
   }
 
-  asio::awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
-    co_return co_await Put(std::move(path), bytes, mode, false);
-  }
-  asio::awaitable<absl::Status> PutNewFile(std::string path, std::string_view bytes, int mode) override {
-    co_return co_await Put(std::move(path), bytes, mode, true);
-  }
-
- private:
+ protected:
   // The files API into a temporary name beside `path`, then one command
-  // checks its sha256, chmods it and renames it into place: never a partial
-  // file at `path`.
-  asio::awaitable<absl::Status> Put(std::string path, std::string_view bytes, int mode, bool known_missing) {
-    if (bytes.size() > boat::kMaxFileBytes) {
-      co_return absl::ResourceExhaustedError(absl::StrCat("boat: ", path, " has ", bytes.size(),
-                                                          " bytes, above the upload limit of ", boat::kMaxFileBytes));
-    }
-    const std::string hash = protocol::Sha256Hex(bytes);
-    const std::string key = absl::StrCat(path, "\n", hash);
-    if (installed_.count(key)) co_return absl::OkStatus();
-    if (!known_missing && bytes.size() > kCheckFirstBytes) {
-      absl::StatusOr<bool> have = co_await ShellHasFile(runner_, "boat: ", path, hash);
-      if (!have.ok()) co_return have.status();
-      if (*have) {
-        installed_.insert(key);
-        co_return absl::OkStatus();
-      }
-    }
-    const std::string tmp =
-        absl::StrCat(path, ".up.", hash.substr(0, 16), ".", absl::BytesToHexString(internal::RandomBytes(4)));
-    if (o_.upload_progress) o_.upload_progress(0, bytes.size());
-    if (absl::Status st = co_await api_->Put(tmp, bytes); !st.ok()) co_return st;
-    if (o_.upload_progress) o_.upload_progress(bytes.size(), bytes.size());
-    const std::uint64_t reruns = unknown_reruns_;
-    if (absl::Status st = co_await ShellPlaceFile(runner_, "boat: ", tmp, path, hash, mode, bytes.size()); !st.ok()) {
-      // A placing script whose first run lost its answer and that was run
-      // again finds its temporary file gone (the first run moved it): ask
-      // whether the file is in place before calling the upload failed.
-      if (unknown_reruns_ == reruns) co_return st;
-      absl::StatusOr<bool> have = co_await ShellHasFile(runner_, "boat: ", path, hash);
-      if (!have.ok() || !*have) co_return st;
-    }
-    installed_.insert(key);
-    co_return absl::OkStatus();
+  // checks its sha256, chmods it and renames it into place.
+  asio::awaitable<absl::Status> Put(std::string path, std::string_view bytes, int mode, bool known_missing) override {
+    // (Named: g++ 12 destroys a temporary made inside a co_await twice.)
+    const Uploader upload = [api = api_](std::string tmp, std::string_view b) { return api->Put(std::move(tmp), b); };
+    co_return co_await PutByUpload(std::move(path), bytes, mode, known_missing, boat::kMaxFileBytes, upload);
   }
 
-  // The shell runner for Probe and PutFile: the script is the command
-  // itself (Boat runs it with sh -c), with no stdin. A script whose call
-  // failed (UNAVAILABLE) or lost its answer (OUTCOME_UNKNOWN: it may have
-  // run) runs again, as a new call: the probe and the file check are
+  // Probe and PutFile's scripts: the script is the command itself (Boat
+  // runs it with sh -c), with no stdin. A script whose call failed
+  // (UNAVAILABLE) or lost its answer (OUTCOME_UNKNOWN: it may have run)
+  // runs again, as a new call: the probe and the file check are
   // idempotent, and the placing script's second run fails harmlessly when
-  // the first did its work, which Put then checks (unknown_reruns_).
-  asio::awaitable<absl::StatusOr<ScriptResult>> RunScript(std::string script, std::string_view input) {
+  // the first did its work, which PutByUpload then checks (NoteUnknownRerun).
+  asio::awaitable<absl::StatusOr<ScriptResult>> RunScript(std::string script, std::string_view input) override {
     if (!input.empty()) {
       co_return absl::FailedPreconditionError("boat: a setup script cannot be given stdin (Boat has none)");
     }
@@ -329,21 +278,15 @@ class BoatTransport final : public Transport {
       if ((code != ErrorCode::kUnavailable && code != ErrorCode::kOutcomeUnknown) || attempt >= kScriptAttempts) {
         co_return r.status();
       }
-      if (code == ErrorCode::kOutcomeUnknown) ++unknown_reruns_;
+      if (code == ErrorCode::kOutcomeUnknown) NoteUnknownRerun();
       co_await Sleep(backoff);
       backoff *= 2;
     }
   }
 
+ private:
   asio::any_io_executor ex_;
-  BoatOptions o_;
   std::shared_ptr<BoatApi> api_;
-  std::optional<SandboxInfo> info_;
-  std::set<std::string> installed_;  // path + sha256 verified in this sandbox
-  std::uint64_t unknown_reruns_ = 0;  // scripts run again after OUTCOME_UNKNOWN
-  ShellRunner runner_ = [this](std::string script, std::string_view input) {
-    return RunScript(std::move(script), input);
-  };
 };
 
 }  // namespace
@@ -351,18 +294,15 @@ class BoatTransport final : public Transport {
 absl::StatusOr<std::shared_ptr<Transport>> MakeBoatTransport(asio::any_io_executor ex, BoatOptions o) {
   if (o.sandbox_id.empty()) return absl::InvalidArgumentError("boat: a sandbox id is required (--sandbox ID)");
   if (o.sandbox_id.size() > 128) return absl::InvalidArgumentError("boat: the sandbox id is too long (128 at most)");
-  for (char c : o.sandbox_id) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
-    if (!ok) return absl::InvalidArgumentError("boat: a sandbox id is letters, digits, '-' and '_'");
+  if (!native::PlainId(o.sandbox_id)) {
+    return absl::InvalidArgumentError("boat: a sandbox id is letters, digits, '-' and '_'");
   }
-  if (o.api_key.empty()) o.api_key = Env("BOAT_API_KEY");
+  if (o.api_key.empty()) o.api_key = native::Env("BOAT_API_KEY");
   if (o.api_key.empty()) return absl::UnauthenticatedError("boat: set BOAT_API_KEY to your API key");
-  for (char c : o.api_key) {
-    if (static_cast<unsigned char>(c) < 0x21 || c == 0x7f) {
-      return absl::InvalidArgumentError("boat: BOAT_API_KEY contains a space or a control character");
-    }
+  if (!native::HeaderSafe(o.api_key)) {
+    return absl::InvalidArgumentError("boat: BOAT_API_KEY contains a space or a control character");
   }
-  if (o.api_url.empty()) o.api_url = Env("BOAT_API_URL");
+  if (o.api_url.empty()) o.api_url = native::Env("BOAT_API_URL");
   if (o.api_url.empty()) {
     return absl::InvalidArgumentError("boat: the API URL is required: --endpoint URL or BOAT_API_URL");
   }
@@ -370,12 +310,8 @@ absl::StatusOr<std::shared_ptr<Transport>> MakeBoatTransport(asio::any_io_execut
     return absl::InvalidArgumentError(absl::StrCat("boat: the command timeout is 1..", boat::kMaxTimeoutSeconds,
                                                    " s (Boat's cap), not ", o.command_timeout_seconds));
   }
-  absl::StatusOr<net::Url> url = net::ParseUrl(o.api_url);
-  if (!url.ok()) return absl::InvalidArgumentError(absl::StrCat("boat: the API URL: ", url.status().message()));
-  if (url->scheme != "https" && url->scheme != "http") {
-    return absl::InvalidArgumentError(absl::StrCat("boat: the API URL must be https:// (or http:// to a loopback "
-                                                   "address), not ", url->scheme, "://"));
-  }
+  absl::StatusOr<net::Url> url = native::ParseApiUrl("boat", o.api_url);
+  if (!url.ok()) return url.status();
   net::ClientOptions co;
   co.url = *url;
   co.tls.ca_file = o.ca_file;

@@ -22,6 +22,8 @@
 #include "host/internal/condition.h"
 #include "host/internal/random.h"
 #include "host/native/daytona/daytona_api.h"
+#include "host/native/native_options.h"
+#include "host/native/native_transport.h"
 #include "host/net/http.h"
 #include "host/net/retry_after.h"
 #include "protocol/sha256.h"
@@ -42,14 +44,8 @@ constexpr int kExecChecks = 3;                            // an exec lost, found
 constexpr int kMaxReopens = 6;                            // log stream reconnects per channel
 constexpr std::uint64_t kMaxReplayBytes = 8u << 20;       // reconnect only while the replay is this small
 constexpr std::chrono::milliseconds kUploadTimeout{300000};  // one bulk upload
-constexpr std::size_t kCheckFirstBytes = 64 * 1024;       // larger files: ask whether they are there first
 constexpr std::size_t kDiagnosticsBytes = 4096;           // the stderr tail kept for messages
 constexpr std::size_t kMaxQueuedInput = 1u << 20;         // input queued behind the POST under way
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
-}
 
 bool Cancelled(const absl::Status& st) { return st.code() == absl::StatusCode::kCancelled; }
 
@@ -428,12 +424,15 @@ class DaytonaChannel final : public Channel {
   asio::any_io_executor ex_;
 };
 
-class DaytonaTransport final : public Transport {
+class DaytonaTransport final : public native::NativeTransport {
  public:
   DaytonaTransport(asio::any_io_executor ex, DaytonaOptions o, std::shared_ptr<DaytonaApi> api)
-      : ex_(std::move(ex)), o_(std::move(o)), api_(std::move(api)) {}
+      : NativeTransport(ex, {"daytona", o.sandbox_id, absl::StrCat("daytona sandbox ", o.sandbox_id)},
+                        o.upload_progress),
+        ex_(std::move(ex)),
+        o_(std::move(o)),
+        api_(std::move(api)) {}
 
-  std::string_view name() const override { return "daytona"; }
   ChannelCapabilities capabilities() const override {
     ChannelCapabilities c;
     c.exact_bytes = false;  // input is a JSON string; the log drops NUL, adds newlines, demuxes on marker bytes
@@ -443,18 +442,6 @@ class DaytonaTransport final : public Transport {
     c.cut_prone = true;     // a WebSocket through proxies
     return c;
   }
-  std::string sandbox_id() const override { return o_.sandbox_id; }
-  asio::any_io_executor executor() const override { return ex_; }
-
-  asio::awaitable<absl::StatusOr<SandboxInfo>> Probe() override {
-    if (info_) co_return *info_;
-    absl::StatusOr<SandboxInfo> info =
-        co_await ShellProbe(runner_, absl::StrCat("daytona sandbox ", o_.sandbox_id), "");
-    if (!info.ok()) co_return info.status();
-    info_ = *info;
-    co_return *info;
-  }
-
   asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
     absl::StatusOr<std::string> line = daytona::CommandLine(argv);
     if (!line.ok()) co_return line.status();
@@ -498,11 +485,15 @@ class DaytonaTransport final : public Transport {
     co_return last;
   }
 
-  asio::awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
-    co_return co_await Put(std::move(path), bytes, mode, false);
-  }
-  asio::awaitable<absl::Status> PutNewFile(std::string path, std::string_view bytes, int mode) override {
-    co_return co_await Put(std::move(path), bytes, mode, true);
+ protected:
+  // The bulk upload into a temporary name beside `path`, then one command
+  // checks its sha256, chmods it and renames it into place.
+  asio::awaitable<absl::Status> Put(std::string path, std::string_view bytes, int mode, bool known_missing) override {
+    // (Named: g++ 12 destroys a temporary made inside a co_await twice.)
+    const Uploader upload = [this, path](std::string tmp, std::string_view b) {
+      return Upload(path, std::move(tmp), b);
+    };
+    co_return co_await PutByUpload(path, bytes, mode, known_missing, daytona::kMaxFileBytes, upload);
   }
 
  private:
@@ -601,106 +592,59 @@ class DaytonaTransport final : public Transport {
     return absl::NotFoundError(absl::StrCat("daytona: sandbox '", o_.sandbox_id, "' not found (", st.message(), ")"));
   }
 
-  // The bulk upload into a temporary name beside `path`, then one command
-  // checks its sha256, chmods it and renames it into place.
-  asio::awaitable<absl::Status> Put(std::string path, std::string_view bytes, int mode, bool known_missing) {
-    if (bytes.size() > daytona::kMaxFileBytes) {
-      co_return absl::ResourceExhaustedError(absl::StrCat("daytona: ", path, " has ", bytes.size(),
-                                                          " bytes, above the upload limit of ",
-                                                          daytona::kMaxFileBytes));
-    }
+  // POST /files/bulk-upload of `bytes` at `tmp` (`path` names it in messages).
+  asio::awaitable<absl::Status> Upload(std::string path, std::string tmp, std::string_view bytes) {
     if (absl::Status st = co_await EnsureToolbox(); !st.ok()) co_return st;
-    const std::string hash = protocol::Sha256Hex(bytes);
-    const std::string key = absl::StrCat(path, "\n", hash);
-    if (installed_.count(key)) co_return absl::OkStatus();
-    if (!known_missing && bytes.size() > kCheckFirstBytes) {
-      absl::StatusOr<bool> have = co_await ShellHasFile(runner_, "daytona: ", path, hash);
-      if (!have.ok()) co_return have.status();
-      if (*have) {
-        installed_.insert(key);
-        co_return absl::OkStatus();
-      }
-    }
-    const std::string tmp =
-        absl::StrCat(path, ".up.", hash.substr(0, 16), ".", absl::BytesToHexString(internal::RandomBytes(4)));
     std::string boundary;
     do {
       boundary = absl::StrCat("tether-", absl::BytesToHexString(internal::RandomBytes(16)));
-    } while (std::string_view(bytes).find(boundary) != std::string_view::npos);
-    if (o_.upload_progress) o_.upload_progress(0, bytes.size());
+    } while (bytes.find(boundary) != std::string_view::npos);
     absl::StatusOr<net::Response> r =
         co_await api_->Call(api_->upload, "POST", "/files/bulk-upload", daytona::BulkUploadBody(tmp, bytes, boundary),
                             absl::StrCat("multipart/form-data; boundary=", boundary));
     if (!r.ok()) {
       co_return absl::Status(r.status().code(), absl::StrCat("uploading ", path, ": ", r.status().message()));
     }
-    if (o_.upload_progress) o_.upload_progress(bytes.size(), bytes.size());
-    if (absl::Status st = co_await ShellPlaceFile(runner_, "daytona: ", tmp, path, hash, mode, bytes.size());
-        !st.ok()) {
-      co_return st;
-    }
-    installed_.insert(key);
     co_return absl::OkStatus();
   }
 
   asio::any_io_executor ex_;
   DaytonaOptions o_;
   std::shared_ptr<DaytonaApi> api_;
-  std::optional<SandboxInfo> info_;
-  std::set<std::string> installed_;  // path + sha256 verified in this sandbox
-  ShellRunner runner_ = ExecShellRunner(*this);
 };
-
-bool ValidId(std::string_view id) {
-  if (id.empty() || id.size() > 128) return false;
-  for (char c : id) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-                    c == '_' || c == '.';
-    if (!ok) return false;
-  }
-  return true;
-}
 
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Transport>> MakeDaytonaTransport(asio::any_io_executor ex, DaytonaOptions o) {
   if (o.sandbox_id.empty()) return absl::InvalidArgumentError("daytona: a sandbox id is required (--sandbox ID)");
-  if (!ValidId(o.sandbox_id)) {
+  if (!native::PlainId(o.sandbox_id, ".")) {
     return absl::InvalidArgumentError("daytona: a sandbox id is 1-128 letters, digits, '.', '-' and '_'");
   }
   bool jwt = false;
-  if (o.api_key.empty()) o.api_key = Env("DAYTONA_API_KEY");
+  if (o.api_key.empty()) o.api_key = native::Env("DAYTONA_API_KEY");
   if (o.api_key.empty()) {
-    o.api_key = Env("DAYTONA_JWT_TOKEN");
+    o.api_key = native::Env("DAYTONA_JWT_TOKEN");
     jwt = !o.api_key.empty();
   }
   if (o.api_key.empty()) {
     return absl::UnauthenticatedError(
         "daytona: set DAYTONA_API_KEY (or DAYTONA_JWT_TOKEN with DAYTONA_ORGANIZATION_ID)");
   }
-  for (char c : o.api_key) {
-    if (static_cast<unsigned char>(c) < 0x21 || c == 0x7f) {
-      return absl::InvalidArgumentError("daytona: the API key contains a space or a control character");
-    }
+  if (!native::HeaderSafe(o.api_key)) {
+    return absl::InvalidArgumentError("daytona: the API key contains a space or a control character");
   }
-  if (o.organization_id.empty() && jwt) o.organization_id = Env("DAYTONA_ORGANIZATION_ID");
+  if (o.organization_id.empty() && jwt) o.organization_id = native::Env("DAYTONA_ORGANIZATION_ID");
   if (jwt && o.organization_id.empty()) {
     return absl::UnauthenticatedError("daytona: DAYTONA_ORGANIZATION_ID is required with DAYTONA_JWT_TOKEN");
   }
-  for (char c : o.organization_id) {
-    if (static_cast<unsigned char>(c) < 0x21 || c == 0x7f) {
-      return absl::InvalidArgumentError("daytona: the organization id contains a space or a control character");
-    }
+  if (!native::HeaderSafe(o.organization_id)) {
+    return absl::InvalidArgumentError("daytona: the organization id contains a space or a control character");
   }
-  if (o.api_url.empty()) o.api_url = Env("DAYTONA_API_URL");
-  if (o.api_url.empty()) o.api_url = Env("DAYTONA_SERVER_URL");
+  if (o.api_url.empty()) o.api_url = native::Env("DAYTONA_API_URL");
+  if (o.api_url.empty()) o.api_url = native::Env("DAYTONA_SERVER_URL");
   if (o.api_url.empty()) o.api_url = std::string(kDefaultApiUrl);
-  absl::StatusOr<net::Url> url = net::ParseUrl(o.api_url);
-  if (!url.ok()) return absl::InvalidArgumentError(absl::StrCat("daytona: the API URL: ", url.status().message()));
-  if (url->scheme != "https" && url->scheme != "http") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "daytona: the API URL must be https:// (or http:// to a loopback address), not ", url->scheme, "://"));
-  }
+  absl::StatusOr<net::Url> url = native::ParseApiUrl("daytona", o.api_url);
+  if (!url.ok()) return url.status();
   net::ClientOptions co;
   co.url = *url;
   co.tls.ca_file = o.ca_file;

@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
-#include <set>
 #include <utility>
 #include <vector>
 
@@ -20,6 +19,7 @@
 #include "tether/errors.h"
 #include "host/native/kubernetes/exec_status.h"
 #include "host/native/kubernetes/kubeconfig.h"
+#include "host/native/native_transport.h"
 #include "host/net/http.h"
 #include "tether/shell_setup.h"
 
@@ -258,19 +258,27 @@ bool Retryable(const absl::Status& st) {
   return absl::IsInternal(st) && absl::StrContains(st.message(), ": HTTP 5");
 }
 
-class KubernetesTransport final : public Transport {
+// "pod NS/POD [container C]": the pod in messages.
+std::string PodWhere(const KubernetesOptions& o, const std::string& ns) {
+  return absl::StrCat("pod ", ns, "/", o.pod, o.container.empty() ? "" : absl::StrCat(" container ", o.container));
+}
+
+// The server, namespace, pod and container: saved in process references.
+std::string PodId(const KubernetesOptions& o, const k8s::Kubeconfig& kc, const std::string& ns) {
+  return absl::StrCat(o.endpoint.empty() ? kc.server : o.endpoint, "/", ns, "/", o.pod,
+                      o.container.empty() ? "" : absl::StrCat("/", o.container));
+}
+
+class KubernetesTransport final : public native::NativeTransport {
  public:
   KubernetesTransport(asio::any_io_executor ex, KubernetesOptions o, k8s::Kubeconfig kc,
                       std::shared_ptr<net::Client> client, std::string ns)
-      : ex_(std::move(ex)), o_(std::move(o)), kc_(std::move(kc)), client_(std::move(client)), ns_(std::move(ns)) {
-    where_ = absl::StrCat("pod ", ns_, "/", o_.pod, o_.container.empty() ? "" : absl::StrCat(" container ", o_.container));
-    sandbox_id_ = absl::StrCat(o_.endpoint.empty() ? kc_.server : o_.endpoint, "/", ns_, "/", o_.pod,
-                               o_.container.empty() ? "" : absl::StrCat("/", o_.container));
-  }
-
-  std::string_view name() const override { return "kubernetes"; }
-  std::string sandbox_id() const override { return sandbox_id_; }
-  asio::any_io_executor executor() const override { return ex_; }
+      : NativeTransport(ex, {"kubernetes", PodId(o, kc, ns), PodWhere(o, ns)}, o.upload_progress),
+        ex_(std::move(ex)),
+        o_(std::move(o)),
+        kc_(std::move(kc)),
+        client_(std::move(client)),
+        ns_(std::move(ns)) {}
 
   ChannelCapabilities capabilities() const override {
     ChannelCapabilities c;
@@ -282,34 +290,36 @@ class KubernetesTransport final : public Transport {
     return c;
   }
 
-  asio::awaitable<absl::StatusOr<SandboxInfo>> Probe() override {
-    if (info_) co_return *info_;
-    absl::StatusOr<SandboxInfo> info = co_await ShellProbe(runner_, where_, "");
-    if (!info.ok()) co_return info.status();
-    info_ = *info;
-    co_return *info;
-  }
-
   asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
     absl::StatusOr<std::unique_ptr<KubernetesChannel>> ch = co_await Open(std::move(argv));
     if (!ch.ok()) co_return ch.status();
     co_return std::unique_ptr<Channel>(*std::move(ch));
   }
 
-  asio::awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
-    co_return co_await Put(std::move(path), bytes, mode, false);
-  }
-  asio::awaitable<absl::Status> PutNewFile(std::string path, std::string_view bytes, int mode) override {
-    co_return co_await Put(std::move(path), bytes, mode, true);
+ protected:
+  asio::awaitable<absl::Status> Put(std::string path, std::string_view bytes, int mode, bool known_missing) override {
+    co_return co_await PutByShell(std::move(path), bytes, mode, known_missing);
   }
 
-  asio::awaitable<absl::Status> Put(std::string path, std::string_view bytes, int mode, bool known_missing) {
-    ShellUploadOptions u;
-    u.tunnel = TunnelMode::kBinary;
-    u.progress = o_.upload_progress;
-    u.installed = &installed_;
-    u.known_missing = known_missing;
-    co_return co_await ShellPutFile(runner_, std::move(path), bytes, mode, std::move(u));
+  // The shell runner: `sh -c script`, run again when the stream was cut
+  // before its Status (setup scripts are idempotent).
+  asio::awaitable<absl::StatusOr<ScriptResult>> RunScript(std::string script, std::string_view input) override {
+    for (int attempt = 1;; ++attempt) {
+      std::vector<std::string> argv;  // (named: g++ 12 and braced lists in coroutines)
+      argv.push_back("/bin/sh");
+      argv.push_back("-c");
+      argv.push_back(script);
+      absl::StatusOr<std::unique_ptr<KubernetesChannel>> ch = co_await Open(std::move(argv));
+      if (!ch.ok()) co_return ch.status();
+      absl::StatusOr<ScriptResult> r = co_await RunScriptOn(**ch, input, progress());
+      const bool cut = (*ch)->cut() || (!r.ok() && absl::IsUnavailable(r.status()));
+      if (!cut) co_return r;
+      if (attempt == kScriptAttempts) {
+        co_return absl::UnavailableError(absl::StrCat("kubernetes: a setup command in ", where(), " was cut ",
+                                                      kScriptAttempts, " times",
+                                                      r.ok() ? "" : absl::StrCat(": ", r.status().message())));
+      }
+    }
   }
 
  private:
@@ -337,7 +347,7 @@ class KubernetesTransport final : public Transport {
               std::string(codec::kK8sProtocolV5), " or ", std::string(codec::kK8sProtocolV4)));
         }
         v5_ = chosen == codec::kK8sProtocolV5;
-        co_return std::make_unique<KubernetesChannel>(ex_, *std::move(ws), *v5_, where_);
+        co_return std::make_unique<KubernetesChannel>(ex_, *std::move(ws), *v5_, where());
       }
       if (!Retryable(ws.status()) || attempt == kUpgradeAttempts) co_return ExecError(ws.status());
       asio::steady_timer pause(ex_, backoff);
@@ -359,33 +369,12 @@ class KubernetesTransport final : public Transport {
     }
     if (absl::IsPermissionDenied(st)) {
       return absl::PermissionDeniedError(absl::StrCat("kubernetes: context '", kc_.context,
-                                                      "' may not exec in ", where_, " (", m, ")"));
+                                                      "' may not exec in ", where(), " (", m, ")"));
     }
     if (Retryable(st)) {
-      return absl::UnavailableError(absl::StrCat("kubernetes: exec in ", where_, " failed: ", m));
+      return absl::UnavailableError(absl::StrCat("kubernetes: exec in ", where(), " failed: ", m));
     }
-    return absl::Status(st.code(), absl::StrCat("kubernetes: exec in ", where_, " failed: ", m));
-  }
-
-  // The shell runner: `sh -c script`, run again when the stream was cut
-  // before its Status (setup scripts are idempotent).
-  asio::awaitable<absl::StatusOr<ScriptResult>> RunScript(std::string script, std::string_view input) {
-    for (int attempt = 1;; ++attempt) {
-      std::vector<std::string> argv;  // (named: g++ 12 and braced lists in coroutines)
-      argv.push_back("/bin/sh");
-      argv.push_back("-c");
-      argv.push_back(script);
-      absl::StatusOr<std::unique_ptr<KubernetesChannel>> ch = co_await Open(std::move(argv));
-      if (!ch.ok()) co_return ch.status();
-      absl::StatusOr<ScriptResult> r = co_await RunScriptOn(**ch, input, o_.upload_progress);
-      const bool cut = (*ch)->cut() || (!r.ok() && absl::IsUnavailable(r.status()));
-      if (!cut) co_return r;
-      if (attempt == kScriptAttempts) {
-        co_return absl::UnavailableError(absl::StrCat("kubernetes: a setup command in ", where_, " was cut ",
-                                                      kScriptAttempts, " times",
-                                                      r.ok() ? "" : absl::StrCat(": ", r.status().message())));
-      }
-    }
+    return absl::Status(st.code(), absl::StrCat("kubernetes: exec in ", where(), " failed: ", m));
   }
 
   asio::any_io_executor ex_;
@@ -393,14 +382,7 @@ class KubernetesTransport final : public Transport {
   k8s::Kubeconfig kc_;
   std::shared_ptr<net::Client> client_;
   std::string ns_;
-  std::string where_;
-  std::string sandbox_id_;
   std::optional<bool> v5_;
-  std::optional<SandboxInfo> info_;
-  std::set<std::string> installed_;  // path + sha256 verified in this pod
-  ShellRunner runner_ = [this](std::string script, std::string_view input) {
-    return RunScript(std::move(script), input);
-  };
 };
 
 }  // namespace

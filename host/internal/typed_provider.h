@@ -60,19 +60,17 @@ struct TypedProvider {
   bool same_machine = false;  // ProviderInfo::same_machine
   // Optional: checks the options once every flag is set (what no one flag can).
   std::function<absl::Status(const Options&)> check = {};
-  // Refuses an empty flag value (kubernetes and modal only, for now).
-  bool refuse_empty = false;
 };
 
-// The options `given` sets, in order (a later flag wins); with
-// refuse_empty, every flag's value must be non-empty ("--endpoint needs a
-// non-empty value"). Flags the provider does not take are passed over
+// The options `given` sets, in order (a later flag wins). Every flag's value
+// must be non-empty ("--endpoint needs a non-empty value"), whichever
+// provider it is for; flags the provider does not take are passed over
 // (ParseProviderFlags refuses them first).
 template <class Options>
 absl::StatusOr<Options> ParseTyped(const TypedProvider<Options>& p, const ProviderFlags& given) {
   Options o;
   for (const auto& [flag, value] : given) {
-    if (value.empty() && p.refuse_empty) {
+    if (value.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(flag, " needs a non-empty value"));
     }
     for (const TypedFlag<Options>& f : p.flags) {

@@ -20,10 +20,7 @@ ProviderInfo KubernetesProvider() {
        {"--context", "the context (default: current-context)", internal::Into(&O::context)},
        {"--endpoint", "the API server URL, instead of the kubeconfig's", internal::Into(&O::endpoint)},
        {"--ca-file", "a PEM CA trusted for the API server, besides the kubeconfig's", internal::Into(&O::ca_file)}},
-      MakeKubernetesTransport,
-      false,
-      {},
-      true});
+      MakeKubernetesTransport});
 }
 
 }  // namespace tether

@@ -17,10 +17,7 @@ ProviderInfo ModalProvider() {
         internal::Into(&O::server_url)},
        {"--ca-file", "a PEM CA file trusted besides the system's (control plane and router)",
         internal::Into(&O::ca_file)}},
-      MakeModalTransport,
-      false,
-      {},
-      true});
+      MakeModalTransport});
 }
 
 }  // namespace tether

@@ -19,7 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "host/codec/tar.h"
-#include "host/native/docker/exec_channel.h"
+#include "host/native/docker/docker_channel.h"
 #include "host/native/native_transport.h"
 #include "tether/errors.h"
 #include "host/internal/random.h"

@@ -16,7 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "host/native/e2b/envd_channel.h"
+#include "host/native/e2b/e2b_channel.h"
 #include "host/native/native_options.h"
 #include "host/native/native_transport.h"
 #include "host/net/http.h"

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "host/native/modal/exec_channel.h"
+#include "host/native/modal/modal_channel.h"
 #include "host/native/modal/modal_config.h"
 #include "host/native/modal/modal_session.h"
 #include "host/native/native_options.h"

@@ -19,7 +19,7 @@
 #include "host/internal/random.h"
 #include "host/native/runloop/runloop_api.h"
 #include "host/native/runloop/runloop_calls.h"
-#include "host/native/runloop/runloop_channels.h"
+#include "host/native/runloop/runloop_channel.h"
 #include "host/native/native_options.h"
 #include "host/native/native_transport.h"
 #include "host/net/http.h"

@@ -2,12 +2,17 @@
 
 #include <cstdlib>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 
 namespace tether::native {
 namespace {
 
 constexpr std::size_t kMaxIdBytes = 128;  // a sandbox or devbox id
+
+// (Debian's absl has a string_view of its own.)
+absl::string_view A(std::string_view s) { return {s.data(), s.size()}; }
 
 }  // namespace
 
@@ -42,6 +47,23 @@ absl::StatusOr<net::Url> ParseApiUrl(std::string_view who, std::string_view text
         w, ": the API URL must be https:// (or http:// to a loopback address), not ", url->scheme, "://"));
   }
   return url;
+}
+
+absl::StatusOr<net::ClientOptions> ApiClientOptions(std::string_view who, std::string_view url,
+                                                    const std::string& ca_file) {
+  absl::StatusOr<net::Url> u = ParseApiUrl(who, url);
+  if (!u.ok()) return u.status();
+  net::ClientOptions co;
+  co.url = *std::move(u);
+  co.tls.ca_file = ca_file;
+  return co;
+}
+
+absl::Status ScrubSecret(const absl::Status& st, std::string_view secret, std::string_view placeholder) {
+  if (secret.empty() || !absl::StrContains(st.message(), A(secret))) return st;
+  absl::Status out(st.code(), absl::StrReplaceAll(st.message(), {{A(secret), A(placeholder)}}));
+  st.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+  return out;
 }
 
 }  // namespace tether::native

@@ -26,4 +26,14 @@ bool PlainId(std::string_view id, std::string_view extra = {});
 // address); kInvalidArgument naming `who` ("boat") otherwise.
 absl::StatusOr<net::Url> ParseApiUrl(std::string_view who, std::string_view url);
 
+// Client options for that API URL (ParseApiUrl), trusting `ca_file` (may
+// be empty) besides the system's CAs.
+absl::StatusOr<net::ClientOptions> ApiClientOptions(std::string_view who, std::string_view url,
+                                                    const std::string& ca_file);
+
+// `st` with every occurrence of `secret` replaced by `placeholder`
+// ("<BOAT_API_KEY>"), its payloads kept: a server that echoes a key back
+// must not put it in our message.
+absl::Status ScrubSecret(const absl::Status& st, std::string_view secret, std::string_view placeholder);
+
 }  // namespace tether::native

@@ -22,6 +22,14 @@ NativeTransport::NativeTransport(asio::any_io_executor ex, Identity id, Progress
       where_(std::move(id.where)),
       progress_(std::move(progress)) {}
 
+std::vector<std::string> NativeTransport::ShellArgv(std::string script) {
+  std::vector<std::string> argv;
+  argv.push_back("/bin/sh");
+  argv.push_back("-c");
+  argv.push_back(std::move(script));
+  return argv;
+}
+
 asio::awaitable<absl::StatusOr<SandboxInfo>> NativeTransport::Probe() {
   if (info_) co_return *info_;
   absl::StatusOr<SandboxInfo> info = co_await ShellProbe(runner_, where_, "");

@@ -31,6 +31,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "tether/shell_setup.h"
@@ -89,6 +90,9 @@ class NativeTransport : public Transport {
   // a placing script that then fails is followed by a check whether the
   // file is in place after all.
   void NoteUnknownRerun() { ++unknown_reruns_; }
+
+  // {"/bin/sh", "-c", script}: how RunScript runs a script over Exec.
+  static std::vector<std::string> ShellArgv(std::string script);
 
   // RunScript as a ShellRunner (for shell_setup.h's helpers).
   const ShellRunner& runner() const { return runner_; }

@@ -258,11 +258,9 @@ absl::StatusOr<std::shared_ptr<Transport>> MakeDaytonaTransport(asio::any_io_exe
   if (o.api_url.empty()) o.api_url = native::Env("DAYTONA_API_URL");
   if (o.api_url.empty()) o.api_url = native::Env("DAYTONA_SERVER_URL");
   if (o.api_url.empty()) o.api_url = std::string(kDefaultApiUrl);
-  absl::StatusOr<net::Url> url = native::ParseApiUrl("daytona", o.api_url);
-  if (!url.ok()) return url.status();
-  net::ClientOptions co;
-  co.url = *url;
-  co.tls.ca_file = o.ca_file;
+  absl::StatusOr<net::ClientOptions> api_options = native::ApiClientOptions("daytona", o.api_url, o.ca_file);
+  if (!api_options.ok()) return api_options.status();
+  net::ClientOptions co = *std::move(api_options);
   co.max_body = daytona::kMaxAnswerBytes;
   absl::StatusOr<std::shared_ptr<net::Client>> api_client = net::Client::Make(ex, co);
   if (!api_client.ok()) return api_client.status();

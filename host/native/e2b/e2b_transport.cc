@@ -110,10 +110,7 @@ class E2bTransport final : public native::NativeTransport {
 
  private:
   asio::awaitable<absl::StatusOr<ScriptResult>> RunScriptOnce(const std::string& script, std::string_view input) {
-    std::vector<std::string> argv;  // (named: g++ 12 and braced lists in coroutines)
-    argv.push_back("/bin/sh");
-    argv.push_back("-c");
-    argv.push_back(script);
+    std::vector<std::string> argv = ShellArgv(script);  // (named: g++ 12 and temporaries in coroutines)
     absl::StatusOr<std::unique_ptr<Channel>> ch = co_await Exec(std::move(argv));
     if (!ch.ok()) co_return ch.status();
     Channel& c = **ch;

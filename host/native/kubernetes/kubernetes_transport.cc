@@ -305,10 +305,7 @@ class KubernetesTransport final : public native::NativeTransport {
   // before its Status (setup scripts are idempotent).
   asio::awaitable<absl::StatusOr<ScriptResult>> RunScript(std::string script, std::string_view input) override {
     for (int attempt = 1;; ++attempt) {
-      std::vector<std::string> argv;  // (named: g++ 12 and braced lists in coroutines)
-      argv.push_back("/bin/sh");
-      argv.push_back("-c");
-      argv.push_back(script);
+      std::vector<std::string> argv = ShellArgv(script);  // (named: g++ 12 and temporaries in coroutines)
       absl::StatusOr<std::unique_ptr<KubernetesChannel>> ch = co_await Open(std::move(argv));
       if (!ch.ok()) co_return ch.status();
       absl::StatusOr<ScriptResult> r = co_await RunScriptOn(**ch, input, progress());

@@ -233,11 +233,9 @@ absl::StatusOr<std::shared_ptr<Transport>> MakeRunloopTransport(asio::any_io_exe
   }
   if (o.api_url.empty()) o.api_url = native::Env("RUNLOOP_BASE_URL");
   if (o.api_url.empty()) o.api_url = std::string(kDefaultBaseUrl);
-  absl::StatusOr<net::Url> url = native::ParseApiUrl("runloop", o.api_url);
-  if (!url.ok()) return url.status();
-  net::ClientOptions co;
-  co.url = *url;
-  co.tls.ca_file = o.ca_file;
+  absl::StatusOr<net::ClientOptions> api_options = native::ApiClientOptions("runloop", o.api_url, o.ca_file);
+  if (!api_options.ok()) return api_options.status();
+  net::ClientOptions co = *std::move(api_options);
   co.max_body = runloop::kMaxViewBytes;
   co.request_timeout = kCallTimeout;
   absl::StatusOr<std::shared_ptr<net::Client>> calls = net::Client::Make(ex, co);

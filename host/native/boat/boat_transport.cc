@@ -18,6 +18,7 @@
 #include "host/internal/condition.h"
 #include "host/internal/random.h"
 #include "host/native/boat/boat_api.h"
+#include "host/native/boat/boat_channel.h"
 #include "host/native/native_options.h"
 #include "host/native/native_transport.h"
 #include "host/net/http.h"
@@ -31,184 +32,15 @@ namespace asio = boost::asio;
 
 namespace {
 
-constexpr int kCallAttempts = 5;                       // a call answered 429 (a PUT also 502/503/504)
-constexpr std::chrono::milliseconds kCallBackoff{100};  // doubled per attempt (a 429 without Retry-After)
 constexpr std::chrono::seconds kHttpSlack{30};           // a command's HTTP call beyond its timeoutSeconds
 constexpr std::chrono::milliseconds kUploadTimeout{300000};  // one PUT /files (a supervisor is a few MB)
 constexpr int kScriptAttempts = 3;               // a setup script whose call failed: they are idempotent
-constexpr std::size_t kDiagnosticsBytes = 4096;      // the stderr tail kept for messages
 constexpr std::size_t kMaxFilesAnswer = 1 << 20;     // PUT /files answers: only read for errors
 
-asio::awaitable<void> Sleep(std::chrono::milliseconds d) {
-  asio::steady_timer t(co_await asio::this_coro::executor, d);
-  co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-}
-
-// The two calls, shared by the transport and every command in flight (a
-// command's POST outlives a channel closed early: Boat cannot stop it).
-struct BoatApi {
-  std::shared_ptr<net::Client> commands;  // request_timeout: timeoutSeconds + kHttpSlack
-  std::shared_ptr<net::Client> files;     // request_timeout: kUploadTimeout
-  std::string sandbox_id, api_key;
-  int timeout_seconds = 120;
-
-  net::Headers Headers() const {
-    net::Headers h;
-    h.emplace_back("Authorization", absl::StrCat("Bearer ", api_key));
-    h.emplace_back("Content-Type", "application/json");
-    h.emplace_back("Accept", "application/json");
-    return h;
-  }
-
-  // POST /sandboxes/{id}/commands; `command` is a shell command line, sent
-  // as a call of its own (boat::WithCallId). Sent again only after a 429
-  // (the service refused it before running it), after its Retry-After; a
-  // 5xx is OUTCOME_UNKNOWN (boat::CommandHttpFailure): a caller whose
-  // command is safe to run twice may run it again, as a new call.
-  asio::awaitable<absl::StatusOr<boat::CommandResult>> Run(std::string command) {
-    absl::StatusOr<std::string> body = boat::CommandRequestJson(
-        boat::WithCallId(command, absl::BytesToHexString(internal::RandomBytes(8))), timeout_seconds);
-    if (!body.ok()) co_return body.status();
-    const std::string what = absl::StrCat("POST /sandboxes/", sandbox_id, "/commands");
-    std::chrono::milliseconds backoff = kCallBackoff;
-    for (int attempt = 1;; ++attempt) {
-      net::Request r;
-      r.method = "POST";
-      r.target = absl::StrCat("/sandboxes/", net::UrlEncode(sandbox_id), "/commands");
-      r.headers = Headers();
-      r.body = *body;
-      absl::StatusOr<net::Response> resp = co_await commands->Call(std::move(r));
-      if (!resp.ok()) {
-        co_return boat::Scrub(absl::Status(resp.status().code(), absl::StrCat("boat: ", resp.status().message())),
-                              api_key);
-      }
-      if (net::IsSuccess(*resp)) {
-        absl::StatusOr<boat::CommandResult> parsed = boat::ParseCommandResponse(resp->body);
-        if (!parsed.ok()) co_return boat::Scrub(parsed.status(), api_key);
-        co_return parsed;
-      }
-      if (resp->status != 429 || attempt >= kCallAttempts) {
-        co_return boat::Scrub(boat::CommandHttpFailure(*resp, what, sandbox_id), api_key);
-      }
-      const std::optional<std::chrono::milliseconds> delay = net::RetryDelay(*resp, backoff);
-      if (!delay) {
-        co_return boat::Scrub(absl::UnavailableError(absl::StrCat("boat: ", what, " answered 429 with Retry-After ",
-                                                                  std::string(resp->header("Retry-After")), ", above the ",
-                                                                  net::kMaxRetryAfter.count(), " s tether waits")),
-                              api_key);
-      }
-      co_await Sleep(*delay);
-      backoff *= 2;
-    }
-  }
-
-  // PUT /sandboxes/{id}/files: safe to repeat (the caller names a temporary file).
-  asio::awaitable<absl::Status> Put(std::string path, std::string_view bytes) {
-    absl::StatusOr<std::string> body = boat::FileRequestJson(path, bytes);
-    if (!body.ok()) co_return body.status();
-    const std::string what = absl::StrCat("PUT /sandboxes/", sandbox_id, "/files (", path, ")");
-    std::chrono::milliseconds backoff = kCallBackoff;
-    for (int attempt = 1;; ++attempt) {
-      net::Request r;
-      r.method = "PUT";
-      r.target = absl::StrCat("/sandboxes/", net::UrlEncode(sandbox_id), "/files");
-      r.headers = Headers();
-      r.body = *body;
-      absl::StatusOr<net::Response> resp = co_await files->Call(std::move(r));
-      absl::Status st;
-      if (!resp.ok()) {
-        st = absl::Status(resp.status().code(), absl::StrCat("boat: uploading ", path, ": ", resp.status().message()));
-      } else if (net::IsSuccess(*resp)) {
-        co_return absl::OkStatus();
-      } else {
-        st = boat::HttpFailure(*resp, what, sandbox_id);
-      }
-      if (st.code() != absl::StatusCode::kUnavailable || attempt >= kCallAttempts) {
-        co_return boat::Scrub(st, api_key);
-      }
-      std::optional<std::chrono::milliseconds> delay = backoff;
-      if (resp.ok() && resp->status == 429) delay = net::RetryDelay(*resp, backoff);
-      if (!delay) co_return boat::Scrub(st, api_key);
-      co_await Sleep(*delay);
-      backoff *= 2;
-    }
-  }
-};
-
-// One command's outcome, filled in by the POST running beside the channel.
-struct CommandState {
-  explicit CommandState(const asio::any_io_executor& ex) : changed(ex) {}
-  std::optional<absl::StatusOr<boat::CommandResult>> result;
-  bool closed = false;
-  internal::Condition changed;
-};
-
-asio::awaitable<void> RunCommand(std::shared_ptr<BoatApi> api, std::shared_ptr<CommandState> state,
-                                 std::string command) {
-  absl::StatusOr<boat::CommandResult> r = co_await api->Run(std::move(command));
-  state->result = std::move(r);
-  state->changed.NotifyAll();
-}
-
-// A one-shot command as a Channel: its stdout once the POST has returned,
-// then EOF; no stdin.
-class BoatChannel final : public Channel {
- public:
-  BoatChannel(std::shared_ptr<CommandState> state, int timeout_seconds)
-      : state_(std::move(state)), timeout_seconds_(timeout_seconds) {}
-  ~BoatChannel() override { Close(); }
-
-  asio::awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
-    if (buf.empty()) co_return absl::InvalidArgumentError("boat: ReadSome with an empty buffer");
-    while (!state_->closed && !state_->result) {
-      const bool woken = co_await state_->changed.Wait();  // (g++ 12: no co_await in a condition)
-      if (!woken) co_return absl::CancelledError("boat: reading the command's output: cancelled");
-    }
-    if (state_->closed) co_return absl::UnavailableError("boat: the command's channel was closed");
-    const absl::StatusOr<boat::CommandResult>& r = *state_->result;
-    if (!r.ok()) co_return r.status();
-    if (r->timed_out) {
-      co_return absl::DeadlineExceededError(absl::StrCat(
-          "boat: the command ran into its timeout of ", timeout_seconds_, " s and Boat stopped it",
-          r->stderr_text.empty() ? "" : absl::StrCat(" (stderr: ", Tail(r->stderr_text), ")")));
-    }
-    const std::size_t n = std::min(buf.size(), r->stdout_text.size() - offset_);
-    std::memcpy(buf.data(), r->stdout_text.data() + offset_, n);
-    offset_ += n;
-    co_return n;
-  }
-
-  asio::awaitable<absl::Status> Write(std::string_view bytes) override {
-    if (state_->closed) co_return absl::UnavailableError("boat: the command's channel was closed");
-    if (bytes.empty()) co_return absl::OkStatus();
-    co_return absl::FailedPreconditionError(
-        "boat: a Boat command has no stdin (its REST API runs one-shot commands); input goes through the "
-        "exchange tunnel instead");
-  }
-  void CloseWrite() override {}
-  void Close() override {
-    if (state_->closed) return;
-    state_->closed = true;
-    state_->changed.NotifyAll();
-  }
-  std::optional<int> exit_code() const override {
-    if (!state_->result || !state_->result->ok() || (*state_->result)->timed_out) return std::nullopt;
-    return (*state_->result)->exit_code;
-  }
-  std::string Diagnostics() const override {
-    if (!state_->result || !state_->result->ok()) return {};
-    return Tail((*state_->result)->stderr_text);
-  }
-
- private:
-  static std::string Tail(const std::string& s) {
-    return s.size() <= kDiagnosticsBytes ? s : s.substr(s.size() - kDiagnosticsBytes);
-  }
-
-  std::shared_ptr<CommandState> state_;
-  int timeout_seconds_;
-  std::size_t offset_ = 0;
-};
+using boat::BoatApi;
+using boat::kCallBackoff;
+using boat::kDiagnosticsBytes;
+using boat::Sleep;
 
 class BoatTransport final : public native::NativeTransport {
  public:
@@ -231,9 +63,7 @@ class BoatTransport final : public native::NativeTransport {
   asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
     absl::StatusOr<std::string> line = boat::CommandLine(argv);
     if (!line.ok()) co_return line.status();
-    auto state = std::make_shared<CommandState>(ex_);
-    asio::co_spawn(ex_, RunCommand(api_, state, *std::move(line)), asio::detached);
-    co_return std::unique_ptr<Channel>(new BoatChannel(std::move(state), api_->timeout_seconds));
+    co_return boat::StartCommand(ex_, api_, *std::move(line));
   }
 
  protected:
@@ -310,11 +140,9 @@ absl::StatusOr<std::shared_ptr<Transport>> MakeBoatTransport(asio::any_io_execut
     return absl::InvalidArgumentError(absl::StrCat("boat: the command timeout is 1..", boat::kMaxTimeoutSeconds,
                                                    " s (Boat's cap), not ", o.command_timeout_seconds));
   }
-  absl::StatusOr<net::Url> url = native::ParseApiUrl("boat", o.api_url);
-  if (!url.ok()) return url.status();
-  net::ClientOptions co;
-  co.url = *url;
-  co.tls.ca_file = o.ca_file;
+  absl::StatusOr<net::ClientOptions> api_options = native::ApiClientOptions("boat", o.api_url, o.ca_file);
+  if (!api_options.ok()) return api_options.status();
+  net::ClientOptions co = *std::move(api_options);
   co.max_body = boat::kMaxResponseBytes;
   co.request_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::seconds(o.command_timeout_seconds) + kHttpSlack);

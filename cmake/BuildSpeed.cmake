@@ -12,7 +12,7 @@
 #                  (Asio's coroutine headers, abseil's Status, the standard
 #                  containers; Boost.JSON where the target links it). Parsing
 #                  them was a third of a typical translation unit's time
-#                  (4.9 of 15.3 s for host/native/e2b/envd_channel.cc).
+#                  (4.9 of 15.3 s for host/native/e2b/e2b_channel.cc).
 #   TETHER_FAST_LINKER  link with mold when the compiler accepts it (Debian's
 #                  mold; setup.sh installs it), else lld, else the default.
 #

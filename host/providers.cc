@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "host/internal/typed_provider.h"
 #include "tether/command_transport.h"
 #include "tether/local_transport.h"
 #ifdef TETHER_NATIVE_PROVIDERS
@@ -11,83 +12,67 @@
 namespace tether {
 namespace {
 
-absl::StatusOr<std::any> ParseLocal(const ProviderFlags&) {
-  return std::any(LocalOptions{});  // (it takes no flags: ParseProviderFlags refuses others')
+using internal::Into;
+using internal::MakeProviderInfo;
+using internal::TypedProvider;
+
+absl::Status SetPrefix(CommandOptions& o, const std::string& value) {
+  absl::StatusOr<std::vector<std::string>> words = SplitShellWords(value);
+  if (!words.ok()) return words.status();
+  o.prefix = *std::move(words);
+  return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<Transport>> MakeLocal(boost::asio::any_io_executor ex, const std::any& parsed,
-                                                     const ProviderHooks&) {
-  const LocalOptions* o = std::any_cast<LocalOptions>(&parsed);
-  if (o == nullptr) return absl::InvalidArgumentError("local: options not made by its parser");
-  return MakeLocalTransport(std::move(ex), *o);
-}
-
-absl::StatusOr<std::any> ParseCommand(const ProviderFlags& flags) {
-  CommandOptions o;
-  for (const auto& [flag, value] : flags) {
-    if (flag == "--prefix") {
-      absl::StatusOr<std::vector<std::string>> words = SplitShellWords(value);
-      if (!words.ok()) return words.status();
-      o.prefix = *std::move(words);
-    } else if (flag == "--arch") {
-      if (value != "x86_64" && value != "aarch64") {
-        return absl::InvalidArgumentError(absl::StrCat("--arch must be x86_64 or aarch64, not '", value, "'"));
-      }
-      o.arch = value;
-    } else if (flag == "--emulator") {
-      o.emulator = value;
-    } else if (flag == "--tunnel") {
-      if (value == "binary") {
-        o.tunnel = TunnelMode::kBinary;
-      } else if (value == "text") {
-        o.tunnel = TunnelMode::kText;
-      } else if (value == "exchange") {
-        o.tunnel = TunnelMode::kExchange;
-      } else {
-        return absl::InvalidArgumentError("--tunnel is binary, text or exchange");
-      }
-    }
+absl::Status SetArch(CommandOptions& o, const std::string& value) {
+  if (value != "x86_64" && value != "aarch64") {
+    return absl::InvalidArgumentError(absl::StrCat("--arch must be x86_64 or aarch64, not '", value, "'"));
   }
-  if (o.prefix.empty()) {
-    return absl::InvalidArgumentError("--provider command needs --prefix 'CMD...' (e.g. 'ssh -T host')");
-  }
-  return std::any(std::move(o));
+  o.arch = value;
+  return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<Transport>> MakeCommand(boost::asio::any_io_executor ex, const std::any& parsed,
-                                                       const ProviderHooks& hooks) {
-  const CommandOptions* o = std::any_cast<CommandOptions>(&parsed);
-  if (o == nullptr) return absl::InvalidArgumentError("command: options not made by its parser");
-  CommandOptions copy = *o;
-  if (hooks.upload_progress) copy.upload_progress = hooks.upload_progress;
-  return MakeCommandTransport(std::move(ex), std::move(copy));
+absl::Status SetTunnel(CommandOptions& o, const std::string& value) {
+  if (value == "binary") {
+    o.tunnel = TunnelMode::kBinary;
+  } else if (value == "text") {
+    o.tunnel = TunnelMode::kText;
+  } else if (value == "exchange") {
+    o.tunnel = TunnelMode::kExchange;
+  } else {
+    return absl::InvalidArgumentError("--tunnel is binary, text or exchange");
+  }
+  return absl::OkStatus();
 }
 
 std::vector<ProviderInfo> MakeRegistry() {
   std::vector<ProviderInfo> r;
-  r.push_back(ProviderInfo{
+  r.push_back(MakeProviderInfo(TypedProvider<LocalOptions>{
       "local",
       "this machine; its private directory is\n"
       "$TETHER_LOCAL_ROOT, else $XDG_RUNTIME_DIR/tether-local, else\n"
       "$TMPDIR/tether-local-UID (absolute TMPDIR only), else /tmp/tether-local-UID",
-      {},
-      true,
-      ParseLocal,
-      MakeLocal});
-  r.push_back(ProviderInfo{
+      {},  // (it takes no flags: ParseProviderFlags refuses others')
+      [](boost::asio::any_io_executor ex, LocalOptions o) { return MakeLocalTransport(std::move(ex), std::move(o)); },
+      true}));
+  r.push_back(MakeProviderInfo(TypedProvider<CommandOptions>{
       "command",
       "any command that runs a shell command line inside the sandbox with\n"
       "stdio connected, e.g. 'ssh -T host', 'docker exec -i CTR sh -c',\n"
       "'kubectl exec -i POD -- sh -c'",
-      {{"--prefix", "the command (split like a shell), required"},
-       {"--arch", "x86_64|aarch64: skip detection (with --emulator)"},
-       {"--emulator", "run the supervisor under this program, e.g. qemu-aarch64"},
+      {{"--prefix", "the command (split like a shell), required", SetPrefix},
+       {"--arch", "x86_64|aarch64: skip detection (with --emulator)", SetArch},
+       {"--emulator", "run the supervisor under this program, e.g. qemu-aarch64", Into(&CommandOptions::emulator)},
        {"--tunnel", "binary|text|exchange. text: the channel carries only text lines;\n"
                     "        frames go as armored lines and a failed channel is reattached.\n"
-                    "        exchange: only one-shot commands; tether polls a relay"}},
+                    "        exchange: only one-shot commands; tether polls a relay",
+        SetTunnel}},
+      MakeCommandTransport,
       false,
-      ParseCommand,
-      MakeCommand});
+      [](const CommandOptions& o) {
+        // (A prefix of blanks alone splits into no words: refused as a missing one.)
+        if (!o.prefix.empty()) return absl::OkStatus();
+        return absl::InvalidArgumentError("--provider command needs --prefix 'CMD...' (e.g. 'ssh -T host')");
+      }}));
 #ifdef TETHER_NATIVE_PROVIDERS
   AppendNativeProviders(r);
 #endif

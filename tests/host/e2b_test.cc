@@ -1,7 +1,7 @@
 // The e2b provider's envd channel against a scripted Start stream and a
 // recording client (no server): events, exit statuses, errors, stdin order.
 // The end-to-end tests run against tests/emulators/e2b.mjs (tests/cli/e2b_test.sh).
-#include "host/native/e2b/envd_channel.h"
+#include "host/native/e2b/e2b_channel.h"
 
 #include <doctest.h>
 

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
-#include "host/native/modal/exec_channel.h"
+#include "host/native/modal/modal_channel.h"
 #include "host/native/modal/modal_client.grpc.pb.h"
 #include "host/native/modal/grpc_asio.h"
 #include "host/native/modal/modal_session.h"

@@ -223,6 +223,31 @@ TEST_CASE("daytona takes --sandbox, --endpoint and --ca-file; the sandbox is req
   CHECK(!ParseProviderFlags(daytona, {{"--sandbox", "sb-1"}, {"--pod", "p"}}).ok());
 }
 
+// Every flag of `provider`, given with an empty value, is refused with the
+// same message, whichever provider it is for (they used to differ: only
+// kubernetes and modal refused one).
+void CheckEmptyValuesRefused(std::string_view provider) {
+  const ProviderInfo& p = **FindProvider(provider);
+  REQUIRE(!p.options.empty());
+  for (const ProviderOption& o : p.options) {
+    const std::string flag(o.flag);
+    CAPTURE(flag);
+    absl::StatusOr<std::any> parsed = ParseProviderFlags(p, {{flag, ""}});
+    REQUIRE(!parsed.ok());
+    CHECK(absl::IsInvalidArgument(parsed.status()));
+    CHECK(std::string(parsed.status().message()) == flag + " needs a non-empty value");
+  }
+}
+
+TEST_CASE("command refuses an empty flag value") { CheckEmptyValuesRefused("command"); }
+TEST_CASE("docker refuses an empty flag value") { CheckEmptyValuesRefused("docker"); }
+TEST_CASE("e2b refuses an empty flag value") { CheckEmptyValuesRefused("e2b"); }
+TEST_CASE("kubernetes refuses an empty flag value") { CheckEmptyValuesRefused("kubernetes"); }
+TEST_CASE("boat refuses an empty flag value") { CheckEmptyValuesRefused("boat"); }
+TEST_CASE("runloop refuses an empty flag value") { CheckEmptyValuesRefused("runloop"); }
+TEST_CASE("daytona refuses an empty flag value") { CheckEmptyValuesRefused("daytona"); }
+TEST_CASE("modal refuses an empty flag value") { CheckEmptyValuesRefused("modal"); }
+
 TEST_CASE("SplitShellWords quotes like a shell") {
   CHECK(*SplitShellWords("a  'b c' \"d\\\"e\" f\\ g") == std::vector<std::string>{"a", "b c", "d\"e", "f g"});
   CHECK(SplitShellWords("").value().empty());

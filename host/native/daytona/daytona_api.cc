@@ -11,6 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "tether/errors.h"
 #include "tether/shell_setup.h"
+#include "host/native/native_options.h"
 
 namespace tether::daytona {
 
@@ -249,10 +250,7 @@ absl::Status EffectHttpFailure(const net::Response& r, std::string_view what, st
 }
 
 absl::Status Scrub(const absl::Status& st, std::string_view key) {
-  if (key.empty() || !absl::StrContains(st.message(), A(key))) return st;
-  absl::Status out(st.code(), absl::StrReplaceAll(st.message(), {{A(key), "<DAYTONA_API_KEY>"}}));
-  st.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
-  return out;
+  return native::ScrubSecret(st, key, "<DAYTONA_API_KEY>");
 }
 
 }  // namespace tether::daytona

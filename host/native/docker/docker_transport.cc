@@ -19,7 +19,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "host/codec/tar.h"
-#include "host/native/docker/exec_channel.h"
+#include "host/native/docker/docker_channel.h"
+#include "host/native/native_transport.h"
 #include "tether/errors.h"
 #include "host/internal/random.h"
 #include "host/net/http.h"
@@ -96,13 +97,16 @@ net::Request JsonRequest(std::string method, std::string target, const json::val
   return r;
 }
 
-class DockerTransport final : public Transport {
+class DockerTransport final : public native::NativeTransport {
  public:
-  DockerTransport(asio::any_io_executor ex, std::shared_ptr<const Engine> engine,
-                  std::function<void(std::size_t, std::size_t)> progress)
-      : ex_(std::move(ex)), engine_(std::move(engine)), progress_(std::move(progress)) {}
+  DockerTransport(asio::any_io_executor ex, std::shared_ptr<const Engine> engine, native::Progress progress)
+      : NativeTransport(ex,
+                        {"docker", absl::StrCat("docker:", engine->container),
+                         absl::StrCat("docker container ", engine->container)},
+                        std::move(progress)),
+        ex_(std::move(ex)),
+        engine_(std::move(engine)) {}
 
-  std::string_view name() const override { return "docker"; }
   ChannelCapabilities capabilities() const override {
     ChannelCapabilities c;
     c.exact_bytes = true;
@@ -112,17 +116,6 @@ class DockerTransport final : public Transport {
     c.costly_bytes = true;
     c.cut_prone = true;  // an HTTP connection: it can be cut while both ends live
     return c;
-  }
-  std::string sandbox_id() const override { return absl::StrCat("docker:", engine_->container); }
-  asio::any_io_executor executor() const override { return ex_; }
-
-  asio::awaitable<absl::StatusOr<SandboxInfo>> Probe() override {
-    if (info_) co_return *info_;
-    absl::StatusOr<SandboxInfo> info =
-        co_await ShellProbe(runner_, absl::StrCat("docker container ", engine_->container), "");
-    if (!info.ok()) co_return info.status();
-    info_ = *info;
-    co_return *info;
   }
 
   asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
@@ -229,12 +222,13 @@ class DockerTransport final : public Transport {
     --self->reaping_;
   }
 
- public:
-
-  asio::awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
+ protected:
+  // A tar through the archive API (no known_missing shortcut: the check
+  // also learns the numeric user the file must belong to).
+  asio::awaitable<absl::Status> Put(std::string path, std::string_view bytes, int mode, bool) override {
     const std::string hash = protocol::Sha256Hex(bytes);
     const std::string key = absl::StrCat(path, "\n", hash);
-    if (installed_.count(key)) co_return absl::OkStatus();
+    if (installed().count(key)) co_return absl::OkStatus();
     const std::size_t slash = path.rfind('/');
     if (path.empty() || path[0] != '/' || slash == std::string::npos || slash + 1 == path.size() ||
         path.size() > kMaxSandboxPath) {
@@ -245,14 +239,14 @@ class DockerTransport final : public Transport {
 
     // Already there with this content: nothing to send. Else the numeric
     // user the exec runs as, who must own the file the engine unpacks.
-    absl::StatusOr<ScriptResult> have = co_await runner_(
+    absl::StatusOr<ScriptResult> have = co_await runner()(
         absl::StrCat(kSha256, "f=", q, "; if [ -f \"$f\" ] && [ ! -L \"$f\" ] && ",
                      "[ \"$($S < \"$f\" | cut -c1-64)\" = ", hash, " ]; then echo tether-have; ",
                      "else echo \"tether-need $(id -u) $(id -g)\"; fi"),
         std::string_view());
     if (!have.ok()) co_return have.status();
     if (absl::StrContains(have->out, "tether-have")) {
-      installed_.insert(key);
+      installed().insert(key);
       co_return absl::OkStatus();
     }
     unsigned uid = 0, gid = 0;
@@ -273,13 +267,13 @@ class DockerTransport final : public Transport {
     if (!tar.ok()) co_return tar.status();
     if (absl::Status st = co_await Upload(dir, *tar, bytes.size()); !st.ok()) {
       // Best effort: an upload cut short may have left part of the file.
-      (void)co_await runner_(absl::StrCat("rm -f ", ShellQuote(tmp)), std::string_view());
+      (void)co_await runner()(absl::StrCat("rm -f ", ShellQuote(tmp)), std::string_view());
       co_return st;
     }
 
     // Checked, given its mode and renamed into place; a temporary file the
     // engine did not give to the exec's user is copied to one it owns.
-    absl::StatusOr<ScriptResult> put = co_await runner_(
+    absl::StatusOr<ScriptResult> put = co_await runner()(
         absl::StrCat(kSha256, "umask 077; f=", q, "; t=", ShellQuote(tmp), "; h=; ",
                      "if [ -f \"$t\" ] && [ ! -L \"$t\" ] && ",
                      "{ [ -O \"$t\" ] || { cp \"$t\" \"$t.own\" && rm -f \"$t\" && mv -f \"$t.own\" \"$t\"; }; } && ",
@@ -288,7 +282,7 @@ class DockerTransport final : public Transport {
                      "else rm -f \"$t\" \"$t.own\"; echo \"tether-put-bad $h\"; fi"),
         std::string_view());
     if (!put.ok()) {
-      (void)co_await runner_(absl::StrCat("rm -f ", ShellQuote(tmp)), std::string_view());
+      (void)co_await runner()(absl::StrCat("rm -f ", ShellQuote(tmp)), std::string_view());
       co_return put.status();
     }
     if (!absl::StrContains(put->out, "tether-put-ok")) {
@@ -296,7 +290,7 @@ class DockerTransport final : public Transport {
                                                  hash, ") failed: the container said: ",
                                                  absl::CHexEscape(put->out.substr(0, 256))));
     }
-    installed_.insert(key);
+    installed().insert(key);
     co_return absl::OkStatus();
   }
 
@@ -322,7 +316,7 @@ class DockerTransport final : public Transport {
         (*w)->Close();
         co_return absl::Status(st.code(), absl::StrCat("docker: uploading to ", dir, ": ", st.message()));
       }
-      if (progress_) progress_(std::min(off + kUploadPiece, file_bytes), file_bytes);
+      if (progress()) progress()(std::min(off + kUploadPiece, file_bytes), file_bytes);
     }
     absl::StatusOr<std::unique_ptr<net::BodyStream>> resp = co_await (*w)->Finish();
     if (!resp.ok()) {
@@ -348,11 +342,7 @@ class DockerTransport final : public Transport {
 
   asio::any_io_executor ex_;
   std::shared_ptr<const Engine> engine_;
-  std::function<void(std::size_t, std::size_t)> progress_;
-  std::optional<SandboxInfo> info_;
-  std::set<std::string> installed_;  // path + sha256 verified in this container
-  int reaping_ = 0;                  // abandoned commands being ended (Reap)
-  ShellRunner runner_ = ExecShellRunner(*this);
+  int reaping_ = 0;  // abandoned commands being ended (Reap)
 };
 
 absl::StatusOr<std::string> ReadPem(const std::string& file) {
@@ -369,19 +359,6 @@ absl::StatusOr<std::string> ReadPem(const std::string& file) {
 bool Exists(const std::string& file) { return std::ifstream(file).good(); }
 
 }  // namespace
-
-DockerTls DockerTlsFromEnvironment() {
-  DockerTls t;
-  const char* verify = std::getenv("DOCKER_TLS_VERIFY");
-  t.verify = verify != nullptr && *verify != '\0';
-  const char* path = std::getenv("DOCKER_CERT_PATH");
-  if (path != nullptr && *path != '\0') {
-    t.cert_path = path;
-  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') {
-    t.cert_path = absl::StrCat(home, "/.docker");
-  }
-  return t;
-}
 
 absl::StatusOr<std::shared_ptr<Transport>> MakeDockerTransport(asio::any_io_executor ex, DockerOptions o) {
   if (o.container.empty()) return absl::InvalidArgumentError("docker: no container named (--container ID)");

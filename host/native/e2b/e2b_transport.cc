@@ -16,7 +16,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "host/native/e2b/envd_channel.h"
+#include "host/native/e2b/e2b_channel.h"
+#include "host/native/native_options.h"
+#include "host/native/native_transport.h"
 #include "host/net/http.h"
 #include "tether/shell_setup.h"
 #include "protocol/sha256.h"
@@ -38,11 +40,6 @@ constexpr std::size_t kScriptPiece = 64 * 1024;  // stdin bytes per Write
 // (Debian's absl has a string_view of its own.)
 absl::string_view A(std::string_view s) { return {s.data(), s.size()}; }
 
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
-}
-
 std::string Basename(std::string_view path) {
   const std::size_t slash = path.rfind('/');
   return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
@@ -60,11 +57,13 @@ std::string MultipartBody(std::string_view bytes, std::string_view filename, std
                       "\"\r\nContent-Type: application/octet-stream\r\n\r\n", A(bytes), "\r\n--", *boundary, "--\r\n");
 }
 
-class E2bTransport final : public Transport {
+class E2bTransport final : public native::NativeTransport {
  public:
-  E2bTransport(asio::any_io_executor ex, E2bOptions o) : ex_(std::move(ex)), o_(std::move(o)) {}
+  E2bTransport(asio::any_io_executor ex, E2bOptions o)
+      : NativeTransport(ex, {"e2b", o.sandbox_id, absl::StrCat("e2b sandbox ", o.sandbox_id)}, o.upload_progress),
+        ex_(std::move(ex)),
+        o_(std::move(o)) {}
 
-  std::string_view name() const override { return "e2b"; }
   ChannelCapabilities capabilities() const override {
     ChannelCapabilities c;
     c.exact_bytes = true;   // base64 in JSON both ways
@@ -72,16 +71,6 @@ class E2bTransport final : public Transport {
     c.costly_bytes = true;
     c.cut_prone = true;     // an HTTP response stream through E2B's proxies
     return c;
-  }
-  std::string sandbox_id() const override { return o_.sandbox_id; }
-  asio::any_io_executor executor() const override { return ex_; }
-
-  asio::awaitable<absl::StatusOr<SandboxInfo>> Probe() override {
-    if (info_) co_return *info_;
-    absl::StatusOr<SandboxInfo> info = co_await ShellProbe(runner_, absl::StrCat("e2b sandbox ", o_.sandbox_id), "");
-    if (!info.ok()) co_return info.status();
-    info_ = *info;
-    co_return *info;
   }
 
   asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
@@ -91,43 +80,24 @@ class E2bTransport final : public Transport {
     co_return co_await e2b::StartProcess(*s, std::move(argv));
   }
 
-  asio::awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
-    if (bytes.size() <= kSmallFileBytes) {
-      // Small files (markers, anything that may be private) go through the
-      // shell with umask 077: never world-readable, even for a moment.
-      ShellUploadOptions u;
-      u.progress = o_.upload_progress;
-      u.installed = &installed_;
-      co_return co_await ShellPutFile(runner_, std::move(path), bytes, mode, std::move(u));
-    }
-    const std::string hash = protocol::Sha256Hex(bytes);
-    const std::string key = absl::StrCat(path, "\n", hash);
-    if (installed_.count(key)) co_return absl::OkStatus();
-    absl::StatusOr<bool> have = co_await ShellHasFile(runner_, "e2b: ", path, hash);
-    if (!have.ok()) co_return have.status();
-    if (*have) {
-      installed_.insert(key);
-      co_return absl::OkStatus();
-    }
-    // The file API into a temporary name beside `path`, then sha256 checked
-    // and renamed into place by the shell (never a partial file at `path`).
-    const std::string tmp = absl::StrCat(path, ".up.", hash.substr(0, 16));
-    if (o_.upload_progress) o_.upload_progress(0, bytes.size());
-    if (absl::Status st = co_await Upload(tmp, bytes); !st.ok()) co_return st;
-    if (o_.upload_progress) o_.upload_progress(bytes.size(), bytes.size());
-    if (absl::Status st = co_await ShellPlaceFile(runner_, "e2b: ", tmp, path, hash, mode, bytes.size()); !st.ok()) {
-      co_return st;
-    }
-    installed_.insert(key);
-    co_return absl::OkStatus();
+ protected:
+  // Small files (markers, anything that may be private) go through the
+  // shell with umask 077: never world-readable, even for a moment. Larger
+  // ones through the file API into a temporary name beside `path`, then
+  // sha256 checked and renamed into place by the shell. (Neither skips its
+  // check for a file known to be missing.)
+  asio::awaitable<absl::Status> Put(std::string path, std::string_view bytes, int mode, bool) override {
+    if (bytes.size() <= kSmallFileBytes) co_return co_await PutByShell(std::move(path), bytes, mode, false);
+    // (Named: g++ 12 destroys a temporary made inside a co_await twice.)
+    const Uploader upload = [this](std::string tmp, std::string_view b) { return Upload(std::move(tmp), b); };
+    co_return co_await PutByUpload(std::move(path), bytes, mode, false, 0, upload);
   }
 
- private:
-  // The shell runner for Probe and PutFile. Unlike RunScriptOn it tells a
-  // cut stream from EOF, and runs the script again then: every setup script
-  // is idempotent (mkdir -p, a check, a copy to a temporary name then a
+  // Probe and PutFile's scripts. Unlike RunScriptOn it tells a cut stream
+  // from EOF, and runs the script again then: every setup script is
+  // idempotent (mkdir -p, a check, a copy to a temporary name then a
   // checked rename), and envd's streams are cut by design.
-  asio::awaitable<absl::StatusOr<ScriptResult>> RunScript(std::string script, std::string_view input) {
+  asio::awaitable<absl::StatusOr<ScriptResult>> RunScript(std::string script, std::string_view input) override {
     std::chrono::milliseconds backoff = kConnectBackoff;
     for (int attempt = 1;; ++attempt) {
       absl::StatusOr<ScriptResult> r = co_await RunScriptOnce(script, input);
@@ -138,11 +108,9 @@ class E2bTransport final : public Transport {
     }
   }
 
+ private:
   asio::awaitable<absl::StatusOr<ScriptResult>> RunScriptOnce(const std::string& script, std::string_view input) {
-    std::vector<std::string> argv;  // (named: g++ 12 and braced lists in coroutines)
-    argv.push_back("/bin/sh");
-    argv.push_back("-c");
-    argv.push_back(script);
+    std::vector<std::string> argv = ShellArgv(script);  // (named: g++ 12 and temporaries in coroutines)
     absl::StatusOr<std::unique_ptr<Channel>> ch = co_await Exec(std::move(argv));
     if (!ch.ok()) co_return ch.status();
     Channel& c = **ch;
@@ -151,7 +119,7 @@ class E2bTransport final : public Transport {
         c.Close();
         co_return absl::UnavailableError(absl::StrCat("e2b: sending to the sandbox failed: ", st.message()));
       }
-      if (o_.upload_progress) o_.upload_progress(std::min(off + kScriptPiece, input.size()), input.size());
+      if (progress()) progress()(std::min(off + kScriptPiece, input.size()), input.size());
     }
     c.CloseWrite();
     ScriptResult r;
@@ -176,7 +144,7 @@ class E2bTransport final : public Transport {
   }
 
   // POST /files?path=: the body raw (envd >= 0.5.7) or as multipart.
-  asio::awaitable<absl::Status> Upload(const std::string& path, std::string_view bytes) {
+  asio::awaitable<absl::Status> Upload(std::string path, std::string_view bytes) {
     absl::StatusOr<std::shared_ptr<const e2b::EnvdSession>> s = co_await Session();
     if (!s.ok()) co_return s.status();
     net::Request r;
@@ -267,7 +235,7 @@ class E2bTransport final : public Transport {
     std::string sandbox_url = o_.sandbox_url;
     if (sandbox_url.empty()) {
       std::string domain = str("domain");
-      if (domain.empty()) domain = Env("E2B_DOMAIN");
+      if (domain.empty()) domain = native::Env("E2B_DOMAIN");
       if (domain.empty()) domain = "e2b.app";
       sandbox_url = absl::StrCat("https://", e2b::kEnvdPort, "-", o_.sandbox_id, ".", domain);
     }
@@ -300,30 +268,24 @@ class E2bTransport final : public Transport {
   E2bOptions o_;
   std::shared_ptr<net::Client> api_;
   std::shared_ptr<const e2b::EnvdSession> session_;
-  std::optional<SandboxInfo> info_;
-  std::set<std::string> installed_;  // path + sha256 verified in this sandbox
-  ShellRunner runner_ = [this](std::string script, std::string_view input) {
-    return RunScript(std::move(script), input);
-  };
 };
 
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Transport>> MakeE2bTransport(asio::any_io_executor ex, E2bOptions o) {
   if (o.sandbox_id.empty()) return absl::InvalidArgumentError("e2b: a sandbox id is required (--sandbox ID)");
-  for (char c : o.sandbox_id) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
-    if (!ok) return absl::InvalidArgumentError("e2b: a sandbox id is letters, digits, '-' and '_'");
-  }
   if (o.sandbox_id.size() > 128) return absl::InvalidArgumentError("e2b: the sandbox id is too long");
-  if (o.api_key.empty()) o.api_key = Env("E2B_API_KEY");
+  if (!native::PlainId(o.sandbox_id)) {
+    return absl::InvalidArgumentError("e2b: a sandbox id is letters, digits, '-' and '_'");
+  }
+  if (o.api_key.empty()) o.api_key = native::Env("E2B_API_KEY");
   if (o.api_key.empty()) return absl::UnauthenticatedError("e2b: set E2B_API_KEY to your API key");
-  if (o.api_url.empty()) o.api_url = Env("E2B_API_URL");
+  if (o.api_url.empty()) o.api_url = native::Env("E2B_API_URL");
   if (o.api_url.empty()) {
-    std::string domain = Env("E2B_DOMAIN");
+    std::string domain = native::Env("E2B_DOMAIN");
     o.api_url = absl::StrCat("https://api.", domain.empty() ? "e2b.app" : domain);
   }
-  if (o.sandbox_url.empty()) o.sandbox_url = Env("E2B_SANDBOX_URL");
+  if (o.sandbox_url.empty()) o.sandbox_url = native::Env("E2B_SANDBOX_URL");
   if (absl::StatusOr<net::Url> u = net::ParseUrl(o.api_url); !u.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("e2b: the API URL: ", u.status().message()));
   }

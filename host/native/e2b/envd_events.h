@@ -1,7 +1,7 @@
 // What envd says, decoded without I/O (internal to the e2b provider): the
 // ProcessEvent JSON of a Start stream's messages, the exit status an end
 // event means, envd's version, and Connect errors (end-of-stream messages
-// and failed calls) as Status values. Used by envd_channel.cc; tests and
+// and failed calls) as Status values. Used by e2b_channel.cc; tests and
 // fuzzers call them directly.
 #pragma once
 

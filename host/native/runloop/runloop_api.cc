@@ -13,6 +13,7 @@
 #include "host/internal/random.h"
 #include "tether/errors.h"
 #include "tether/shell_setup.h"
+#include "host/native/native_options.h"
 
 namespace tether::runloop {
 
@@ -246,10 +247,7 @@ absl::Status HttpFailure(const net::Response& r, std::string_view what, std::str
 }
 
 absl::Status Scrub(const absl::Status& st, std::string_view key) {
-  if (key.empty() || !absl::StrContains(st.message(), A(key))) return st;
-  absl::Status out(st.code(), absl::StrReplaceAll(st.message(), {{A(key), "<RUNLOOP_API_KEY>"}}));
-  st.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
-  return out;
+  return native::ScrubSecret(st, key, "<RUNLOOP_API_KEY>");
 }
 
 }  // namespace tether::runloop

@@ -9,10 +9,8 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <optional>
-#include <set>
 #include <vector>
 
 #include "absl/strings/escaping.h"
@@ -21,7 +19,9 @@
 #include "host/internal/random.h"
 #include "host/native/runloop/runloop_api.h"
 #include "host/native/runloop/runloop_calls.h"
-#include "host/native/runloop/runloop_channels.h"
+#include "host/native/runloop/runloop_channel.h"
+#include "host/native/native_options.h"
+#include "host/native/native_transport.h"
 #include "host/net/http.h"
 #include "host/net/retry_after.h"
 #include "protocol/sha256.h"
@@ -36,13 +36,7 @@ namespace asio = boost::asio;
 namespace {
 
 constexpr std::string_view kDefaultBaseUrl = "https://api.runloop.ai";  // the SDK's default
-constexpr std::size_t kCheckFirstBytes = 64 * 1024;   // larger files: ask whether they are there first
 constexpr int kProbeAttempts = 3;                      // stdin probes that lost an answer, in a row
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
-}
 
 using runloop::kCallAttempts;
 using runloop::kCallBackoff;
@@ -57,12 +51,15 @@ using runloop::Tail;
 // The probe Prepare() runs: reads one line and prints it back.
 constexpr std::string_view kStdinProbe = "IFS= read -r l; printf 'tether-stdin:%s\\n' \"$l\"";
 
-class RunloopTransport final : public Transport {
+class RunloopTransport final : public native::NativeTransport {
  public:
   RunloopTransport(asio::any_io_executor ex, RunloopOptions o, std::shared_ptr<RunloopApi> api)
-      : ex_(std::move(ex)), o_(std::move(o)), api_(std::move(api)), verdict_(std::make_shared<StdinVerdict>()) {}
+      : NativeTransport(ex, {"runloop", o.devbox_id, absl::StrCat("runloop devbox ", o.devbox_id)}, o.upload_progress),
+        ex_(std::move(ex)),
+        o_(std::move(o)),
+        api_(std::move(api)),
+        verdict_(std::make_shared<StdinVerdict>()) {}
 
-  std::string_view name() const override { return "runloop"; }
   ChannelCapabilities capabilities() const override {
     ChannelCapabilities c;
     c.exact_bytes = false;  // JSON strings both ways, output decoded as UTF-8
@@ -78,9 +75,6 @@ class RunloopTransport final : public Transport {
     }
     return c;
   }
-  std::string sandbox_id() const override { return o_.devbox_id; }
-  asio::any_io_executor executor() const override { return ex_; }
-
   asio::awaitable<absl::Status> Prepare() override {
     if (o_.mode != RunloopOptions::Mode::kAuto || verdict_->state != StdinVerdict::kUnknown) {
       co_return absl::OkStatus();
@@ -135,15 +129,6 @@ class RunloopTransport final : public Transport {
     co_return std::optional<bool>(done->exit_status != 0 || done->stdout_text != "tether-stdin:ok\n");
   }
 
-  asio::awaitable<absl::StatusOr<SandboxInfo>> Probe() override {
-    if (info_) co_return *info_;
-    absl::StatusOr<SandboxInfo> info =
-        co_await ShellProbe(runner_, absl::StrCat("runloop devbox ", o_.devbox_id), "");
-    if (!info.ok()) co_return info.status();
-    info_ = *info;
-    co_return *info;
-  }
-
   asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
     absl::StatusOr<std::string> line = runloop::CommandLine(argv);
     if (!line.ok()) co_return line.status();
@@ -153,11 +138,37 @@ class RunloopTransport final : public Transport {
     co_return runloop::StartStreamChannel(ex_, api_, verdict_, v->execution_id);
   }
 
-  asio::awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
-    co_return co_await Put(std::move(path), bytes, mode, false);
+ protected:
+  // upload_file into a temporary name beside `path`, then one command
+  // checks its sha256, chmods and renames it: never a partial file at `path`.
+  asio::awaitable<absl::Status> Put(std::string path, std::string_view bytes, int mode, bool known_missing) override {
+    if (path.empty() || path[0] != '/' || !IsValidUtf8(path) || path.find('\0') != std::string::npos ||
+        path.size() > kMaxSandboxPath) {
+      co_return absl::InvalidArgumentError("runloop: an upload path must be absolute UTF-8 without NUL");
+    }
+    // (Named: g++ 12 destroys a temporary made inside a co_await twice.)
+    const Uploader upload = [this](std::string tmp, std::string_view b) { return Upload(std::move(tmp), b); };
+    co_return co_await PutByUpload(std::move(path), bytes, mode, known_missing, runloop::kMaxFileBytes, upload);
   }
-  asio::awaitable<absl::Status> PutNewFile(std::string path, std::string_view bytes, int mode) override {
-    co_return co_await Put(std::move(path), bytes, mode, true);
+
+  // Probe and PutFile's scripts: one synchronous execute per script (no
+  // stdin; every setup script is idempotent).
+  asio::awaitable<absl::StatusOr<ScriptResult>> RunScript(std::string script, std::string_view input) override {
+    if (!input.empty()) {
+      co_return absl::FailedPreconditionError("runloop: setup scripts run without stdin here");
+    }
+    absl::StatusOr<std::string> line = runloop::CommandLine({"/bin/sh", "-c", script});
+    if (!line.ok()) co_return line.status();
+    absl::StatusOr<runloop::ExecutionView> v = co_await api_->RunOnce(*std::move(line));
+    if (!v.ok()) co_return v.status();
+    if (v->stdout_text.size() > kMaxScriptOutput) {
+      co_return absl::DataLossError("the devbox answered a setup command with more output than expected");
+    }
+    ScriptResult out;
+    out.out = std::move(v->stdout_text);
+    out.diag = Tail(v->stderr_text);
+    out.exit_code = v->exit_status.value_or(-1);
+    co_return out;
   }
 
  private:
@@ -166,45 +177,9 @@ class RunloopTransport final : public Transport {
            (o_.mode == RunloopOptions::Mode::kAuto && verdict_->state == StdinVerdict::kKills);
   }
 
-  // upload_file into a temporary name beside `path`, then one command
-  // checks its sha256, chmods and renames it: never a partial file at `path`.
-  asio::awaitable<absl::Status> Put(std::string path, std::string_view bytes, int mode, bool known_missing) {
-    if (bytes.size() > runloop::kMaxFileBytes) {
-      co_return absl::ResourceExhaustedError(absl::StrCat("runloop: ", path, " has ", bytes.size(),
-                                                          " bytes, above the upload limit of ",
-                                                          runloop::kMaxFileBytes));
-    }
-    if (path.empty() || path[0] != '/' || !IsValidUtf8(path) || path.find('\0') != std::string::npos ||
-        path.size() > kMaxSandboxPath) {
-      co_return absl::InvalidArgumentError("runloop: an upload path must be absolute UTF-8 without NUL");
-    }
-    const std::string hash = protocol::Sha256Hex(bytes);
-    const std::string key = absl::StrCat(path, "\n", hash);
-    if (installed_.count(key)) co_return absl::OkStatus();
-    if (!known_missing && bytes.size() > kCheckFirstBytes) {
-      absl::StatusOr<bool> have = co_await ShellHasFile(runner_, "runloop: ", path, hash);
-      if (!have.ok()) co_return have.status();
-      if (*have) {
-        installed_.insert(key);
-        co_return absl::OkStatus();
-      }
-    }
-    const std::string tmp =
-        absl::StrCat(path, ".up.", hash.substr(0, 16), ".", absl::BytesToHexString(internal::RandomBytes(4)));
-    if (o_.upload_progress) o_.upload_progress(0, bytes.size());
-    if (absl::Status st = co_await Upload(tmp, bytes); !st.ok()) co_return st;
-    if (o_.upload_progress) o_.upload_progress(bytes.size(), bytes.size());
-    if (absl::Status st = co_await ShellPlaceFile(runner_, "runloop: ", tmp, path, hash, mode, bytes.size());
-        !st.ok()) {
-      co_return st;
-    }
-    installed_.insert(key);
-    co_return absl::OkStatus();
-  }
-
   // POST upload_file (multipart): safe to repeat (a temporary name); a 429
   // waits its Retry-After.
-  asio::awaitable<absl::Status> Upload(const std::string& path, std::string_view bytes) {
+  asio::awaitable<absl::Status> Upload(std::string path, std::string_view bytes) {
     std::string boundary;
     std::string body;
     do {
@@ -237,35 +212,10 @@ class RunloopTransport final : public Transport {
     }
   }
 
-  // The shell runner for Probe and PutFile: one synchronous execute per
-  // script (no stdin; every setup script is idempotent).
-  asio::awaitable<absl::StatusOr<ScriptResult>> RunScript(std::string script, std::string_view input) {
-    if (!input.empty()) {
-      co_return absl::FailedPreconditionError("runloop: setup scripts run without stdin here");
-    }
-    absl::StatusOr<std::string> line = runloop::CommandLine({"/bin/sh", "-c", script});
-    if (!line.ok()) co_return line.status();
-    absl::StatusOr<runloop::ExecutionView> v = co_await api_->RunOnce(*std::move(line));
-    if (!v.ok()) co_return v.status();
-    if (v->stdout_text.size() > kMaxScriptOutput) {
-      co_return absl::DataLossError("the devbox answered a setup command with more output than expected");
-    }
-    ScriptResult out;
-    out.out = std::move(v->stdout_text);
-    out.diag = Tail(v->stderr_text);
-    out.exit_code = v->exit_status.value_or(-1);
-    co_return out;
-  }
-
   asio::any_io_executor ex_;
   RunloopOptions o_;
   std::shared_ptr<RunloopApi> api_;
   std::shared_ptr<StdinVerdict> verdict_;
-  std::optional<SandboxInfo> info_;
-  std::set<std::string> installed_;  // path + sha256 verified in this devbox
-  ShellRunner runner_ = [this](std::string script, std::string_view input) {
-    return RunScript(std::move(script), input);
-  };
 };
 
 }  // namespace
@@ -273,28 +223,19 @@ class RunloopTransport final : public Transport {
 absl::StatusOr<std::shared_ptr<Transport>> MakeRunloopTransport(asio::any_io_executor ex, RunloopOptions o) {
   if (o.devbox_id.empty()) return absl::InvalidArgumentError("runloop: a devbox id is required (--devbox ID)");
   if (o.devbox_id.size() > 128) return absl::InvalidArgumentError("runloop: the devbox id is too long (128 at most)");
-  for (char c : o.devbox_id) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
-    if (!ok) return absl::InvalidArgumentError("runloop: a devbox id is letters, digits, '-' and '_'");
+  if (!native::PlainId(o.devbox_id)) {
+    return absl::InvalidArgumentError("runloop: a devbox id is letters, digits, '-' and '_'");
   }
-  if (o.api_key.empty()) o.api_key = Env("RUNLOOP_API_KEY");
+  if (o.api_key.empty()) o.api_key = native::Env("RUNLOOP_API_KEY");
   if (o.api_key.empty()) return absl::UnauthenticatedError("runloop: set RUNLOOP_API_KEY to your API key");
-  for (char c : o.api_key) {
-    if (static_cast<unsigned char>(c) < 0x21 || c == 0x7f) {
-      return absl::InvalidArgumentError("runloop: RUNLOOP_API_KEY contains a space or a control character");
-    }
+  if (!native::HeaderSafe(o.api_key)) {
+    return absl::InvalidArgumentError("runloop: RUNLOOP_API_KEY contains a space or a control character");
   }
-  if (o.api_url.empty()) o.api_url = Env("RUNLOOP_BASE_URL");
+  if (o.api_url.empty()) o.api_url = native::Env("RUNLOOP_BASE_URL");
   if (o.api_url.empty()) o.api_url = std::string(kDefaultBaseUrl);
-  absl::StatusOr<net::Url> url = net::ParseUrl(o.api_url);
-  if (!url.ok()) return absl::InvalidArgumentError(absl::StrCat("runloop: the API URL: ", url.status().message()));
-  if (url->scheme != "https" && url->scheme != "http") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "runloop: the API URL must be https:// (or http:// to a loopback address), not ", url->scheme, "://"));
-  }
-  net::ClientOptions co;
-  co.url = *url;
-  co.tls.ca_file = o.ca_file;
+  absl::StatusOr<net::ClientOptions> api_options = native::ApiClientOptions("runloop", o.api_url, o.ca_file);
+  if (!api_options.ok()) return api_options.status();
+  net::ClientOptions co = *std::move(api_options);
   co.max_body = runloop::kMaxViewBytes;
   co.request_timeout = kCallTimeout;
   absl::StatusOr<std::shared_ptr<net::Client>> calls = net::Client::Make(ex, co);

@@ -1,4 +1,4 @@
-#include "host/native/modal/exec_channel.h"
+#include "host/native/modal/modal_channel.h"
 
 #include <algorithm>
 #include <boost/asio/co_spawn.hpp>

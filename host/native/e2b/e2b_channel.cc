@@ -1,4 +1,4 @@
-#include "host/native/e2b/envd_channel.h"
+#include "host/native/e2b/e2b_channel.h"
 
 #include <algorithm>
 #include <array>

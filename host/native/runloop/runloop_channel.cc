@@ -1,4 +1,4 @@
-#include "host/native/runloop/runloop_channels.h"
+#include "host/native/runloop/runloop_channel.h"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>

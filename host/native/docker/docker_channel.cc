@@ -1,4 +1,4 @@
-#include "host/native/docker/exec_channel.h"
+#include "host/native/docker/docker_channel.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>

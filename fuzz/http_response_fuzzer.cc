@@ -1,7 +1,8 @@
 // Fuzz target: an HTTP/1.1 response as tether::net reads one, driven from
 // bytes: Beast's response parsers under the limits of
 // host/net/internal/limits.h, over a read buffer bounded as Conn's
-// (kReadBufferBytes), fed in fuzzer-chosen pieces. The head is read as
+// (kReadBufferBytes), fed in fuzzer-chosen pieces through the PutGate of
+// host/net/internal/put_gate.h, as host/net/read.cc feeds them. The head is read as
 // ReadHead does (header limit, 1xx heads skipped up to
 // kMaxInterimResponses, HEAD has no body), the body as Call does (a string
 // body under a body limit) or as BodyStream::ReadSome does (the caller's
@@ -17,7 +18,11 @@
 //    a Content-Length has exactly that many bytes;
 //  - a streamed read never writes past the caller's buffer;
 //  - every read makes progress (the whole input is consumed or an error
-//    ends it).
+//    ends it);
+//  - a put() the gate held back could not have got further: when the input
+//    ends with bytes held back, putting them consumes nothing and does not
+//    end the message (else a peer that sent a whole answer and waits would
+//    hang the host until its deadline).
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/empty_body.hpp>
@@ -32,6 +37,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "host/net/internal/limits.h"
+#include "host/net/internal/put_gate.h"
 
 namespace {
 
@@ -40,6 +46,7 @@ using boost::system::error_code;
 using tether::net::internal::kMaxHeaderBytes;
 using tether::net::internal::kMaxInterimResponses;
 using tether::net::internal::kReadBufferBytes;
+using tether::net::internal::PutGate;
 
 constexpr char kFuzzTarget[] = "http_response_fuzzer";
 constexpr std::size_t kBodyLimit = 4096;     // bytes: max_body, small so the limit is reached
@@ -50,6 +57,11 @@ struct Peer {
   std::string_view rest;
   tether::fuzz::Splitter split;
   boost::beast::flat_buffer buffer{kReadBufferBytes};
+  PutGate gate;
+
+  std::string_view View() const { return {static_cast<const char*>(buffer.data().data()), buffer.size()}; }
+  // Whether read.cc would put() now: the gate lets it, or the buffer is full.
+  bool ShouldPut() { return buffer.size() > 0 && (buffer.size() >= buffer.max_size() || gate.Ready(View())); }
 
   // Reads some more; buffer_overflow when the buffer is full (as Beast's
   // read ops report it), false at EOF.
@@ -76,6 +88,27 @@ void Put(Peer& peer, Parser& p, error_code& ec) {
   const std::size_t used = p.put(peer.buffer.data(), ec);
   FUZZ_CHECK(used <= peer.buffer.size());
   peer.buffer.consume(used);
+  peer.gate.Parsed(peer.View(), ec == http::error::need_more, p.is_header_done() && p.chunked());
+}
+
+// At the end of the input (read.cc: at EOF, or a peer that waits): bytes
+// the gate held back are put now, and that put must get nowhere. Returns
+// false when it ended in an error (as read.cc returns it).
+template <typename Parser>
+bool PutHeld(Peer& peer, Parser& p, error_code& ec) {
+  if (peer.buffer.size() == 0 || !peer.gate.waiting()) return true;
+  const bool was_done = p.is_done();
+  const std::size_t before = peer.buffer.size();
+  Put(peer, p, ec);
+  FUZZ_CHECK(peer.buffer.size() == before);
+  FUZZ_CHECK(p.is_done() == was_done);
+  FUZZ_CHECK(ec != http::error::need_buffer);
+  if (ec == http::error::need_more) {
+    ec = {};
+    return true;
+  }
+  FUZZ_CHECK(ec);
+  return false;
 }
 
 // The head as ReadHead reads it (a Content-Length above `body_limit` is an
@@ -90,15 +123,15 @@ std::unique_ptr<http::response_parser<http::empty_body>> ReadHead(Peer& peer, bo
     p->eager(false);
     error_code ec;
     while (!p->is_header_done()) {
-      if (peer.buffer.size() > 0) {
+      if (peer.ShouldPut()) {
         Put(peer, *p, ec);
         if (ec && ec != http::error::need_more) return nullptr;
         if (p->is_header_done()) break;
         ec = {};
       }
       if (!peer.Read(ec)) {
-        if (ec) return nullptr;
-        p->put_eof(ec);
+        if (ec || !PutHeld(peer, *p, ec)) return nullptr;
+        if (p->got_some()) p->put_eof(ec);
         return nullptr;  // EOF before a whole head is always an error
       }
     }
@@ -115,7 +148,7 @@ void ReadBuffered(Peer& peer, http::response_parser<http::empty_body>&& head) {
   const boost::optional<std::uint64_t> declared = p.content_length();
   error_code ec;
   while (!p.is_done()) {
-    if (peer.buffer.size() > 0) {
+    if (peer.ShouldPut()) {
       Put(peer, p, ec);
       FUZZ_CHECK(p.get().body().size() <= kBodyLimit);
       if (ec && ec != http::error::need_more) return;
@@ -123,7 +156,7 @@ void ReadBuffered(Peer& peer, http::response_parser<http::empty_body>&& head) {
       ec = {};
     }
     if (!peer.Read(ec)) {
-      if (ec) return;
+      if (ec || !PutHeld(peer, p, ec)) return;
       p.put_eof(ec);
       if (ec) return;
       break;
@@ -144,7 +177,7 @@ void ReadStreamed(Peer& peer, http::response_parser<http::empty_body>&& head) {
     body.data = buf;
     body.size = kCallerBuffer;
     body.more = true;
-    if (peer.buffer.size() > 0) {
+    if (peer.ShouldPut()) {
       Put(peer, p, ec);
       if (ec == http::error::need_buffer) ec = {};
       FUZZ_CHECK(p.get().body().size <= kCallerBuffer);
@@ -154,7 +187,7 @@ void ReadStreamed(Peer& peer, http::response_parser<http::empty_body>&& head) {
       ec = {};
     }
     if (!peer.Read(ec)) {
-      if (ec) return;
+      if (ec || !PutHeld(peer, p, ec)) return;
       p.put_eof(ec);
       return;
     }

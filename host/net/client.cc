@@ -5,7 +5,6 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/buffer_body.hpp>
-#include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 
 #include "absl/strings/ascii.h"
@@ -108,8 +107,7 @@ asio::awaitable<error_code> ReadHead(Conn& conn, std::unique_ptr<HeadParser>& pa
     }
     if (head_request) parser->skip(true);
     if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return asio::error::operation_aborted;
-    auto [ec, n] = co_await http::async_read_header(conn.stream, conn.buffer, *parser, kNoThrow);
-    if (ec) co_return ec;
+    if (error_code ec = co_await ReadUntil(conn, *parser, /*header_only=*/true)) co_return ec;
     // 1xx other than 101 are interim: the real head follows.
     int status = static_cast<int>(parser->get().result_int());
     if (status >= 200 || status == 101) co_return error_code();
@@ -156,7 +154,7 @@ static asio::awaitable<Response> ReadErrorBody(std::shared_ptr<Conn> conn, std::
   while (!parser.is_done() && body.size() < kMaxErrorBodyBytes) {
     parser.get().body().data = chunk.data();
     parser.get().body().size = chunk.size();
-    auto [ec, n] = co_await http::async_read_some(conn->stream, conn->buffer, parser, kNoThrow);
+    error_code ec = co_await ReadSome(*conn, parser);
     body.append(chunk.data(), chunk.size() - parser.get().body().size);
     if (ec && ec != http::error::need_buffer) break;
   }
@@ -224,7 +222,7 @@ asio::awaitable<absl::StatusOr<Response>> ClientImpl::Call(Request request) {
     parser.body_limit(options_.max_body);
     if (!parser.is_done()) {
       if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
-      std::tie(ec, std::ignore) = co_await http::async_read(conn->stream, conn->buffer, parser, kNoThrow);
+      ec = co_await ReadUntil(*conn, parser, /*header_only=*/false);
       if (ec) {
         conn->Close();
         co_return failed(BodyNetError(what, ec));
@@ -308,7 +306,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<RawStream>>> ClientImpl::Upgrade(
   http::response_parser<http::string_body> parser(std::move(*head));
   parser.body_limit(kMaxErrorBodyBytes);
   if (!too_long && !parser.is_done() && !IsCancelled(co_await asio::this_coro::cancellation_state)) {
-    std::tie(ec, std::ignore) = co_await http::async_read(conn->stream, conn->buffer, parser, kNoThrow);
+    ec = co_await ReadUntil(*conn, parser, /*header_only=*/false);
   }
   conn->Close();
   Response response = ToResponse(parser.get().base());

@@ -9,7 +9,6 @@
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/chunk_encode.hpp>
 #include <boost/beast/http/error.hpp>
-#include <boost/beast/http/read.hpp>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -57,7 +56,7 @@ class BodyStreamImpl final : public BodyStream {
       body.data = buf.data();
       body.size = buf.size();
       body.more = true;
-      auto [ec, n] = co_await http::async_read_some(conn->stream, conn->buffer, *parser_, kNoThrow);
+      error_code ec = co_await internal::ReadSome(*conn, *parser_);
       if (ec == http::error::need_buffer) ec = {};
       std::size_t got = buf.size() - parser_->get().body().size;
       if (got > 0) co_return got;

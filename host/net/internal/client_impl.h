@@ -31,6 +31,7 @@ namespace tether::net::internal {
 namespace http = boost::beast::http;
 
 using HeadParser = http::response_parser<http::empty_body>;
+using ResponseParser = http::basic_parser<false>;
 using HttpRequest = http::request<http::string_body>;
 
 // One connection: its stream, the bytes read past the last parsed message,
@@ -158,6 +159,16 @@ std::unique_ptr<BodyWriter> MakeBodyWriter(std::shared_ptr<ClientImpl> client, s
                                            std::string what);
 std::unique_ptr<RawStream> MakeRawStream(std::shared_ptr<ClientImpl> client, std::shared_ptr<Conn> conn,
                                          Response head, std::string what);
+
+// Beast's http::async_read_some on `conn`: reads and feeds `parser` until a
+// put() ends with anything but need_more (success, need_buffer or an
+// error); buffer_overflow when the read buffer fills first, end_of_stream
+// or partial_message at EOF. Between reads, a PutGate decides whether the
+// parser is given the buffer again (read.cc).
+boost::asio::awaitable<boost::system::error_code> ReadSome(Conn& conn, ResponseParser& parser);
+// ReadSome until the head (`header_only`, not eager) or the whole message
+// (eager) is parsed: Beast's async_read_header and async_read.
+boost::asio::awaitable<boost::system::error_code> ReadUntil(Conn& conn, ResponseParser& parser, bool header_only);
 
 // Reads a response head on `conn` (header limit, HEAD has no body, 1xx
 // skipped up to kMaxInterimResponses). A declared Content-Length above

@@ -7,6 +7,9 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/websocket/stream.hpp>
+#include <optional>
+#include <string_view>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -45,6 +48,17 @@ struct WsState {
     ws.next_layer().lowest().close(ec);
   }
 };
+
+// The head at the start of `bytes` (a handshake's answer), if it is whole.
+std::optional<Response> ParseHead(std::string_view bytes) {
+  http::response_parser<http::empty_body> p;
+  p.header_limit(kWsHandshakeHeaderBytes);
+  p.eager(false);
+  error_code ec;
+  p.put(asio::buffer(bytes.data(), bytes.size()), ec);
+  if (!p.is_header_done()) return std::nullopt;
+  return ToResponse(p.get().base());
+}
 
 std::function<void()> WsCloser(const std::shared_ptr<WsState>& s) {
   return [weak = std::weak_ptr<WsState>(s)] {
@@ -191,13 +205,24 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<WebSocket>>> ClientImpl::OpenWebS
   ws.set_option(no_deflate);
   websocket::response_type res;
   std::string path = absl::StrCat(options_.url.base_path, target);
-  ws.next_layer().read_budget = kWsHandshakeReadBytes;
+  Stream& raw = ws.next_layer();
+  raw.read_budget = kWsHandshakeReadBytes;
+  raw.record_limit = kWsHandshakeHeaderBytes;
   auto [ec] = co_await ws.async_handshake(res, HostHeader(), path, kNoThrow);
-  ws.next_layer().read_budget.reset();
+  raw.read_budget.reset();
+  raw.record_limit = 0;
+  const std::string start = std::exchange(raw.record, std::string());
   if (wd.fired()) co_return TimeoutError(what, options_.connect_timeout, "connect_timeout");
   Response head = ToResponse(res.base());
-  if (ec == asio::error::message_size) {  // (Beast gives no usable status then)
+  if (ec == asio::error::message_size) {
     state->Close();
+    // Beast gives no status then; the head read first still has it, and a
+    // refusal keeps its status (a 401 or a 429 means something to the caller).
+    if (std::optional<Response> refused = ParseHead(start); refused && refused->status != 101) {
+      absl::Status st = HttpError(*refused, what);
+      co_return absl::Status(st.code(), absl::StrCat(st.message(), " (the rest of the answer exceeds ",
+                                                     kWsHandshakeReadBytes / 1024, " KiB and was not read)"));
+    }
     co_return MakeError(ErrorCode::kProtocol, absl::StrCat(what, ": the handshake's response exceeds ",
                                                            kWsHandshakeReadBytes / 1024, " KiB"));
   }

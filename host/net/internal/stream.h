@@ -11,12 +11,14 @@
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/beast/core/buffers_prefix.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/beast/core/role.hpp>
 #include <boost/beast/websocket/ssl.hpp>
 #include <boost/beast/websocket/teardown.hpp>
 #include <algorithm>
 #include <optional>
+#include <string>
 #include <utility>
 
 namespace tether::net::internal {
@@ -43,6 +45,11 @@ class Stream {
   // with boost::asio::error::message_size. For the WebSocket handshake:
   // Beast reads its answer into a buffer of its own that nothing bounds.
   std::optional<std::size_t> read_budget;
+  // While read_budget is set, the first record_limit bytes read are kept
+  // here: a handshake whose answer overran the budget still has its head,
+  // and so its status, which Beast then no longer gives.
+  std::string record;
+  std::size_t record_limit = 0;
 
   template <class MutableBuffers, class Token>
   auto async_read_some(const MutableBuffers& b, Token&& token) {
@@ -88,8 +95,12 @@ class Stream {
     auto limited = boost::beast::buffers_prefix(*read_budget, bufs);
     auto done = boost::asio::bind_cancellation_slot(
         slot, boost::asio::bind_executor(
-                  ex, [this, h = std::move(handler)](boost::system::error_code ec, std::size_t n) mutable {
+                  ex, [this, bufs, h = std::move(handler)](boost::system::error_code ec, std::size_t n) mutable {
                     if (read_budget) *read_budget -= std::min(n, *read_budget);
+                    if (record.size() < record_limit) {
+                      const std::size_t keep = std::min(n, record_limit - record.size());
+                      record += boost::beast::buffers_to_string(boost::beast::buffers_prefix(keep, bufs));
+                    }
                     h(ec, n);
                   }));
     if (tls_) {

@@ -113,12 +113,10 @@ asio::awaitable<void> Process::State::Keepalive() {
 
 asio::awaitable<void> Process::State::Pump() {
   auto self = shared_from_this();
-  pumping = true;
-  Heard();
+  Heard();  // (what arrives later the keepalive counts: Session::received_bytes)
   while (true) {
     absl::StatusOr<wire::Envelope> env = co_await session->Receive();
     if (!env.ok() && !silenced.ok()) env = std::exchange(silenced, absl::OkStatus());
-    if (env.ok()) Heard();
     if (!env.ok()) {
       // The channel ending after a confirmed exit is the normal end.
       if (core.exit) break;

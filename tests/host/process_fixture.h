@@ -176,6 +176,28 @@ inline std::string Seq(int n) {
 }
 
 
+// A channel that forwards reads, writes and closing to `inner`: the base of
+// the misbehaving channels in these tests, which override what they
+// change. The optional parts of the Channel contract (WaitReadable,
+// AsyncClose, exit_code) keep their defaults, so every byte goes through
+// ReadSome. Cut() closes the inner channel under the host (a connection
+// lost).
+class ForwardingChannel : public Channel {
+ public:
+  explicit ForwardingChannel(std::unique_ptr<Channel> inner) : inner_(std::move(inner)) {}
+  awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
+    co_return co_await inner_->ReadSome(buf);
+  }
+  awaitable<absl::Status> Write(std::string_view bytes) override { co_return co_await inner_->Write(bytes); }
+  void CloseWrite() override { inner_->CloseWrite(); }
+  void Close() override { inner_->Close(); }
+  std::string Diagnostics() const override { return inner_->Diagnostics(); }
+  void Cut() { inner_->Close(); }
+
+ protected:
+  std::unique_ptr<Channel> inner_;
+};
+
 // A transport whose channels hold every write back for `delay`: a slow
 // native channel, for setup timeouts.
 class SlowTransport final : public internal::ForwardingTransport {
@@ -184,14 +206,17 @@ class SlowTransport final : public internal::ForwardingTransport {
   awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
     auto ch = co_await inner().Exec(std::move(argv));
     if (!ch.ok()) co_return ch.status();
-    co_return std::unique_ptr<Channel>(new SlowChannel(*std::move(ch), delay_));
+    co_return std::unique_ptr<Channel>(new SlowChannel(*std::move(ch), delay_, landed_));
   }
+  // Channels whose late deliveries were all made and whose far end then
+  // ended (a late launch that ran to its end).
+  int landed() const { return *landed_; }
 
  private:
   class SlowChannel final : public Channel {
    public:
-    SlowChannel(std::unique_ptr<Channel> inner, std::chrono::milliseconds delay)
-        : inner_(std::move(inner)), late_(std::make_shared<Late>(Late{inner_, 0})), delay_(delay) {}
+    SlowChannel(std::unique_ptr<Channel> inner, std::chrono::milliseconds delay, std::shared_ptr<int> landed)
+        : inner_(std::move(inner)), late_(std::make_shared<Late>(Late{inner_, 0, std::move(landed)})), delay_(delay) {}
     awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
       co_return co_await inner_->ReadSome(buf);
     }
@@ -214,6 +239,7 @@ class SlowTransport final : public internal::ForwardingTransport {
               auto n = co_await late->inner->ReadSome({buf, sizeof buf});
               if (!n.ok() || *n == 0) break;
             }
+            ++*late->landed;
           },
           asio::detached);
       co_return absl::OkStatus();
@@ -226,6 +252,7 @@ class SlowTransport final : public internal::ForwardingTransport {
     struct Late {
       std::shared_ptr<Channel> inner;
       int pending;  // deliveries not yet made
+      std::shared_ptr<int> landed;
     };
     std::shared_ptr<Channel> inner_;
     std::shared_ptr<Late> late_;
@@ -233,6 +260,7 @@ class SlowTransport final : public internal::ForwardingTransport {
   };
 
   std::chrono::milliseconds delay_;
+  std::shared_ptr<int> landed_ = std::make_shared<int>(0);
 };
 
 // A transport whose channels can start swallowing writes (a black hole on
@@ -252,23 +280,15 @@ class LossyTransport final : public internal::ForwardingTransport {
   void Cut() { last_->Cut(); }
 
  private:
-  class LossyChannel final : public Channel {
+  class LossyChannel final : public ForwardingChannel {
    public:
-    LossyChannel(std::unique_ptr<Channel> inner, const bool* drop) : inner_(std::move(inner)), drop_(drop) {}
-    awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
-      co_return co_await inner_->ReadSome(buf);
-    }
+    LossyChannel(std::unique_ptr<Channel> inner, const bool* drop) : ForwardingChannel(std::move(inner)), drop_(drop) {}
     awaitable<absl::Status> Write(std::string_view bytes) override {
       if (*drop_) co_return absl::OkStatus();
       co_return co_await inner_->Write(bytes);
     }
-    void CloseWrite() override { inner_->CloseWrite(); }
-    void Close() override { inner_->Close(); }
-    void Cut() { inner_->Close(); }
-    std::string Diagnostics() const override { return inner_->Diagnostics(); }
 
    private:
-    std::unique_ptr<Channel> inner_;
     const bool* drop_;
   };
 

@@ -42,7 +42,7 @@ class SilentReattachTransport final : public internal::ForwardingTransport {
     }
     auto ch = co_await inner().Exec(std::move(argv));
     if (!ch.ok()) co_return ch.status();
-    auto cuttable = std::make_unique<CuttableChannel>(*std::move(ch));
+    auto cuttable = std::make_unique<ForwardingChannel>(*std::move(ch));
     last_ = cuttable.get();
     co_return std::unique_ptr<Channel>(std::move(cuttable));
   }
@@ -58,22 +58,6 @@ class SilentReattachTransport final : public internal::ForwardingTransport {
   int silent_opened() const { return silent_opened_; }
 
  private:
-  class CuttableChannel final : public Channel {
-   public:
-    explicit CuttableChannel(std::unique_ptr<Channel> inner) : inner_(std::move(inner)) {}
-    awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
-      co_return co_await inner_->ReadSome(buf);
-    }
-    awaitable<absl::Status> Write(std::string_view bytes) override { co_return co_await inner_->Write(bytes); }
-    void CloseWrite() override { inner_->CloseWrite(); }
-    void Close() override { inner_->Close(); }
-    void Cut() { inner_->Close(); }
-    std::string Diagnostics() const override { return inner_->Diagnostics(); }
-
-   private:
-    std::unique_ptr<Channel> inner_;
-  };
-
   class SilentChannel final : public Channel {
    public:
     explicit SilentChannel(asio::any_io_executor ex)
@@ -107,7 +91,7 @@ class SilentReattachTransport final : public internal::ForwardingTransport {
   int silent_left_;
   std::chrono::milliseconds exec_delay_;
   int silent_opened_ = 0;
-  CuttableChannel* last_ = nullptr;
+  ForwardingChannel* last_ = nullptr;
   std::vector<std::shared_ptr<asio::steady_timer>> silent_;
 };
 
@@ -276,10 +260,10 @@ class MutingTransport final : public internal::ForwardingTransport {
   int opened() const { return opened_; }
 
  private:
-  class MutingChannel final : public Channel {
+  class MutingChannel final : public ForwardingChannel {
    public:
     MutingChannel(std::unique_ptr<Channel> inner, asio::any_io_executor ex)
-        : inner_(std::move(inner)),
+        : ForwardingChannel(std::move(inner)),
           gate_(std::make_shared<asio::steady_timer>(ex, asio::steady_timer::time_point::max())) {}
     ~MutingChannel() override { gate_->cancel(); }
     awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
@@ -290,18 +274,14 @@ class MutingTransport final : public internal::ForwardingTransport {
       }
       co_return co_await inner_->ReadSome(buf);
     }
-    awaitable<absl::Status> Write(std::string_view bytes) override { co_return co_await inner_->Write(bytes); }
-    void CloseWrite() override { inner_->CloseWrite(); }
     void Close() override {
       closed_ = true;
       gate_->cancel();
       inner_->Close();
     }
     void Mute() { muted_ = true; }
-    std::string Diagnostics() const override { return inner_->Diagnostics(); }
 
    private:
-    std::unique_ptr<Channel> inner_;
     std::shared_ptr<asio::steady_timer> gate_;
     bool muted_ = false;
     bool closed_ = false;

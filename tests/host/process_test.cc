@@ -639,8 +639,13 @@ TEST_CASE("a setup that times out after dispatch is OUTCOME_UNKNOWN and the late
     CHECK(std::string(st.message()).find("OUTCOME_UNKNOWN") != std::string::npos);
     CHECK(std::string(st.message()).find("cancellation marker") != std::string::npos);
     // The launch arrives late, finds the marker and starts nothing.
-    asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::milliseconds(2500));
-    co_await timer.async_wait(asio::use_awaitable);
+    CHECK(slow.landed() == 0);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (slow.landed() == 0 && std::chrono::steady_clock::now() < deadline) {
+      asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::milliseconds(50));
+      co_await timer.async_wait(asio::use_awaitable);
+    }
+    REQUIRE(slow.landed() == 1);
     CHECK(!std::filesystem::exists(flag));
   });
   CHECK(sb.LeftoverStateDirs() == 0);  // the late launcher consumed the marker
@@ -1148,57 +1153,42 @@ TEST_CASE("a cancellation marker that cannot be written ends the start in bounde
   CHECK(sb.LeftoverStateDirs() == 0);
 }
 
-// ... and whose first two file calls fail as a cut channel does
-// (UNAVAILABLE, nothing written).
-class LateExecCutFiles final : public LateExec {
+// A sandbox whose start scripts arrive late: each is accepted at once and
+// delivered 2 s later, even after the host gave up (SlowTransport), so the
+// setup deadline passes while it is in flight and the launch still comes.
+class LateLaunch : public internal::ForwardingTransport {
  public:
-  using LateExec::LateExec;
+  explicit LateLaunch(Transport& inner) : ForwardingTransport(inner), slow_(inner, std::chrono::seconds(2)) {}
+  ChannelCapabilities capabilities() const override { return CapabilitiesOf(TunnelMode::kText); }
+  awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
+    co_return co_await slow_.Exec(std::move(argv));
+  }
+  int landed() const { return slow_.landed(); }
+  int puts() const { return puts_; }
+
+ protected:
+  int puts_ = 0;
+
+ private:
+  SlowTransport slow_;
+};
+
+// ... whose first two file calls fail as a cut channel does (UNAVAILABLE,
+// nothing written).
+class LateLaunchCutFiles final : public LateLaunch {
+ public:
+  using LateLaunch::LateLaunch;
   awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
     if (++puts_ <= 2) co_return absl::UnavailableError("emulated cut");
     co_return co_await inner().PutFile(std::move(path), bytes, mode);
   }
-  int puts() const { return puts_; }
-
- private:
-  int puts_ = 0;
 };
 
-TEST_CASE("a cancellation marker whose first writes are cut is written again, and the late launch starts nothing") {
-  // Before, one cut call left the marker unwritten, and the launch that
-  // arrived late started the child.
-  Sandbox sb;
-  const std::string flag = sb.root() + "/late-launch-ran";
-  // (The marker goes beside the state directories; no start ran here yet.)
-  std::filesystem::create_directories(sb.root() + "/run");
-  std::filesystem::permissions(sb.root() + "/run", std::filesystem::perms::owner_all);
-  sb.Run([&](Transport& t) -> awaitable<void> {
-    auto late = std::make_shared<LateExecCutFiles>(t);
-    StartOptions o = Opts();
-    o.argv = V("sh", "-c", "echo ran > '" + flag + "'");
-    o.setup_timeout_ms = 300;
-    auto p = co_await Process::Start(*late, o);
-    CAPTURE(p.status());
-    CHECK(ErrorCodeOf(p.status()) == ErrorCode::kOutcomeUnknown);
-    CHECK(std::string(p.status().message()).find("a cancellation marker stops a delayed launch") != std::string::npos);
-    CHECK(late->puts() == 3);
-    asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::milliseconds(3500));
-    co_await timer.async_wait(asio::use_awaitable);  // the launch arrives, finds the marker
-    CHECK_FALSE(std::filesystem::exists(flag));
-  });
-  // Only the marker stays (this launch never arrived to consume it; a later
-  // launch removes stale ones).
-  std::vector<std::string> left;
-  for (const auto& e : std::filesystem::directory_iterator(sb.root() + "/run")) left.push_back(e.path().filename());
-  REQUIRE(left.size() == 1);
-  CHECK(left[0].size() > 7);
-  CHECK(left[0].substr(left[0].size() - 7) == ".cancel");
-}
-
-// ... and whose first two file calls are answered as a lost answer is
+// ... whose first two file calls are answered as a lost answer is
 // (OUTCOME_UNKNOWN), once with nothing written and once after writing.
-class LateExecLostFiles final : public LateExec {
+class LateLaunchLostFiles final : public LateLaunch {
  public:
-  using LateExec::LateExec;
+  using LateLaunch::LateLaunch;
   awaitable<absl::Status> PutFile(std::string path, std::string_view bytes, int mode) override {
     ++puts_;
     if (puts_ == 1) co_return OutcomeUnknownError("emulated: the answer was lost before the call ran");
@@ -1210,23 +1200,21 @@ class LateExecLostFiles final : public LateExec {
     }
     co_return co_await inner().PutFile(std::move(path), bytes, mode);
   }
-  int puts() const { return puts_; }
-
- private:
-  int puts_ = 0;
 };
 
-TEST_CASE("a cancellation marker whose writes lost their answers is written again, and the late launch starts nothing") {
-  // Before, a marker write answered OUTCOME_UNKNOWN (a 502 after the call
-  // ran, as Runloop's emulator sends) was not tried again, so the marker
-  // might be missing and the start said so (CI, conformance.runloop-faults
-  // cancel.setup_timeout). Writing it is idempotent: it is tried again.
+// A start whose setup times out while its launch is in flight, over `Late`:
+// the marker is written (after the file calls `Late` fails), the start is
+// OUTCOME_UNKNOWN, and the launch that lands 2 s later finds the marker,
+// starts nothing and takes the marker away.
+template <typename Late>
+void LateLaunchFindsTheMarker() {
   Sandbox sb;
   const std::string flag = sb.root() + "/late-launch-ran";
-  std::filesystem::create_directories(sb.root() + "/run");
-  std::filesystem::permissions(sb.root() + "/run", std::filesystem::perms::owner_all);
   sb.Run([&](Transport& t) -> awaitable<void> {
-    auto late = std::make_shared<LateExecLostFiles>(t);
+    // The supervisor is in place, so the late launch is the supervisor's
+    // (which takes the marker) and the only file calls are the marker's.
+    co_await WarmUp(t);
+    auto late = std::make_shared<Late>(t);
     StartOptions o = Opts();
     o.argv = V("sh", "-c", "echo ran > '" + flag + "'");
     o.setup_timeout_ms = 300;
@@ -1235,10 +1223,31 @@ TEST_CASE("a cancellation marker whose writes lost their answers is written agai
     CHECK(ErrorCodeOf(p.status()) == ErrorCode::kOutcomeUnknown);
     CHECK(std::string(p.status().message()).find("a cancellation marker stops a delayed launch") != std::string::npos);
     CHECK(late->puts() == 3);
-    asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::milliseconds(3500));
-    co_await timer.async_wait(asio::use_awaitable);  // the launch arrives, finds the marker
+    CHECK(late->landed() == 0);  // the launch is still on its way
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (late->landed() == 0 && std::chrono::steady_clock::now() < deadline) {
+      asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::milliseconds(50));
+      co_await timer.async_wait(asio::use_awaitable);
+    }
+    REQUIRE(late->landed() == 1);  // the launch arrived and its launcher ended
     CHECK_FALSE(std::filesystem::exists(flag));
   });
+  // The launcher took the marker away and left no state directory.
+  CHECK(sb.LeftoverStateDirs() == 0);
+}
+
+TEST_CASE("a cancellation marker whose first writes are cut is written again, and the late launch starts nothing") {
+  // Before, one cut call left the marker unwritten, and the launch that
+  // arrived late started the child.
+  LateLaunchFindsTheMarker<LateLaunchCutFiles>();
+}
+
+TEST_CASE("a cancellation marker whose writes lost their answers is written again, and the late launch starts nothing") {
+  // Before, a marker write answered OUTCOME_UNKNOWN (a 502 after the call
+  // ran, as Runloop's emulator sends) was not tried again, so the marker
+  // might be missing and the start said so (CI, conformance.runloop-faults
+  // cancel.setup_timeout). Writing it is idempotent: it is tried again.
+  LateLaunchFindsTheMarker<LateLaunchLostFiles>();
 }
 
 }  // namespace

@@ -425,11 +425,16 @@ class ControlPlane final : public ::modal::client::ModalClient::Service {
   std::vector<std::string> secrets;  // x-modal-token-secret of every AuthTokenGet
   std::vector<std::string> clients;  // "<x-modal-client-type> <x-modal-client-version>" of every call
   std::string router_url;
+  // Pads AuthTokenGet's answer with this many bytes of header (initial) or
+  // trailer metadata: an endpoint that lies about its size.
+  std::size_t pad_initial = 0, pad_trailer = 0;
   grpc::Status AuthTokenGet(grpc::ServerContext* ctx, const ::modal::client::AuthTokenGetRequest*,
                             ::modal::client::AuthTokenGetResponse* resp) override {
     std::lock_guard<std::mutex> lock(mu);
     secrets.push_back(Metadata(ctx, "x-modal-token-secret"));
     Client(ctx);
+    if (pad_initial > 0) ctx->AddInitialMetadata("x-pad", std::string(pad_initial, 'p'));
+    if (pad_trailer > 0) ctx->AddTrailingMetadata("x-pad", std::string(pad_trailer, 'p'));
     resp->set_token("auth-token");
     return grpc::Status::OK;
   }
@@ -569,6 +574,42 @@ TEST_CASE("a plaintext loopback server and its loopback router still work (the e
   std::lock_guard<std::mutex> lock(router.svc.mu);
   REQUIRE(router.svc.authorizations.size() == 1);
   CHECK(router.svc.authorizations[0] == "Bearer router-jwt");
+}
+
+// ---- an endpoint's metadata is bounded (kMaxMetadataBytes) -------------------------
+
+TEST_CASE("metadata up to kMaxMetadataBytes is taken, above gRPC's own 8 KiB default") {
+  // Without the explicit limit gRPC 1.51 refuses this answer at 8 KiB.
+  static_assert(kMaxMetadataBytes == 16 << 10);
+  for (const bool trailer : {false, true}) {
+    CAPTURE(trailer);
+    Server router("127.0.0.1:0");
+    ControlServer control("127.0.0.1:0");
+    control.svc.router_url = "https://127.0.0.1:" + std::to_string(router.port);
+    (trailer ? control.svc.pad_trailer : control.svc.pad_initial) = 12 << 10;
+    SessionRun run = RunSession(Options("http://127.0.0.1:" + std::to_string(control.port)));
+    CAPTURE(run.ready);
+    CHECK(run.ready.ok());
+    CHECK(run.code == 42);
+  }
+}
+
+TEST_CASE("an answer with 1 MiB of header or trailer metadata fails its call, once, with a clear error") {
+  for (const bool trailer : {false, true}) {
+    CAPTURE(trailer);
+    Server router("127.0.0.1:0");
+    ControlServer control("127.0.0.1:0");
+    control.svc.router_url = "https://127.0.0.1:" + std::to_string(router.port);
+    (trailer ? control.svc.pad_trailer : control.svc.pad_initial) = 1 << 20;
+    SessionRun run = RunSession(Options("http://127.0.0.1:" + std::to_string(control.port)));
+    MESSAGE(run.ready.ToString());
+    CHECK(run.ready.code() == absl::StatusCode::kResourceExhausted);
+    CHECK(std::string(run.ready.message()).find("AuthTokenGet") != std::string::npos);
+    CHECK(std::string(run.ready.message()).find("metadata") != std::string::npos);
+    CHECK(control.calls() == 1);  // not retried: the same answer would come again
+    std::lock_guard<std::mutex> lock(router.svc.mu);
+    CHECK(router.svc.authorizations.empty());  // nothing went on to the router
+  }
 }
 
 TEST_CASE("every control-plane call carries the SDK's client type and version") {

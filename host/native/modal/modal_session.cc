@@ -36,6 +36,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const GrpcTarget& t, bool tls, const 
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
+  args.SetInt(GRPC_ARG_MAX_METADATA_SIZE, kMaxMetadataBytes);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   std::shared_ptr<grpc::ChannelCredentials> creds;

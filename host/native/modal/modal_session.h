@@ -26,6 +26,15 @@ namespace tether::modal {
 
 using RouterStub = ::modal::task_command_router::TaskCommandRouter::Stub;
 
+// The most header and trailer metadata one answer may carry, both planes
+// (GRPC_ARG_MAX_METADATA_SIZE; the HTTP/2 header list as gRPC counts it,
+// 32 bytes per entry besides its name and value). gRPC 1.51's own default
+// is 8 KiB; set here so that the bound is ours and stated: twice that,
+// room for a google.rpc.Status detail in grpc-status-details-bin, and far
+// below what an endpoint could make the host hold. A larger answer fails
+// its call with RESOURCE_EXHAUSTED before its metadata is kept.
+inline constexpr int kMaxMetadataBytes = 16 << 10;
+
 // The codes the SDK retries unary calls on (DEADLINE_EXCEEDED, UNAVAILABLE,
 // CANCELLED, INTERNAL, UNKNOWN).
 bool Retryable(grpc::StatusCode code);

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Boat emulator: Boat's REST API for one sandbox, backed by real local
 // processes. No dependencies (Node 20 only). Wire facts: PROVIDERS.md (Boat);
-// everything else is the assumption host/native/boat/boat_transport.h states
+// everything else is the assumption include/tether/providers/boat.h states
 // (bearer key, field names, error bodies), made here the same way.
 //
 // Command line (tests/lib/boat_emulator.sh relies on it exactly):

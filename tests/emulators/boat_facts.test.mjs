@@ -1,5 +1,5 @@
 // The Boat emulator (boat.mjs) keeps the facts of PROVIDERS.md and the
-// assumptions of host/native/boat/boat_transport.h. There is no Boat SDK to
+// assumptions of include/tether/providers/boat.h. There is no Boat SDK to
 // prove it with, so these checks are the only proof: the bearer key, 404 for
 // an unknown sandbox, {exitCode, stdout, stderr, timedOut}, the 600 s cap, a
 // kill at the timeout, lossy UTF-8 output, commands the caller cannot kill,

@@ -23,7 +23,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "host/internal/exchange_channel.h"
-#include "host/native/boat/boat_transport.h"
+#include "tether/providers/boat.h"
 #include "host/tunnel/choose.h"
 #include "tether/shell_setup.h"
 #include "net_test_support.h"

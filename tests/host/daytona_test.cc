@@ -25,7 +25,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "host/native/daytona/daytona_transport.h"
+#include "tether/providers/daytona.h"
 #include "host/tunnel/choose.h"
 #include "protocol/armor.h"
 #include "net_test_support.h"

@@ -2,7 +2,7 @@
 // with a real container, started by tests/host/with_podman_docker.sh (which
 // exports TETHER_TEST_DOCKER_HOST, _CONTAINER and _STOPPED). Without them
 // every case is skipped.
-#include "host/native/docker/docker_transport.h"
+#include "tether/providers/docker.h"
 
 #include <doctest.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "host/native/kubernetes/kubernetes_transport.h"
+#include "tether/providers/kubernetes.h"
 
 #include <doctest.h>
 

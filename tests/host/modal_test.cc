@@ -29,7 +29,7 @@
 #include "host/native/modal/modal_client.grpc.pb.h"
 #include "host/native/modal/grpc_asio.h"
 #include "host/native/modal/modal_session.h"
-#include "host/native/modal/modal_transport.h"
+#include "tether/providers/modal.h"
 
 namespace {
 

@@ -9,10 +9,10 @@
 
 #include "tether/command_transport.h"
 #include "tether/local_transport.h"
-#include "host/native/boat/boat_transport.h"
-#include "host/native/runloop/runloop_transport.h"
-#include "host/native/daytona/daytona_transport.h"
-#include "host/native/docker/docker_transport.h"
+#include "tether/providers/boat.h"
+#include "tether/providers/runloop.h"
+#include "tether/providers/daytona.h"
+#include "tether/providers/docker.h"
 
 namespace tether {
 namespace {

@@ -23,7 +23,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "host/native/runloop/runloop_transport.h"
+#include "tether/providers/runloop.h"
 #include "host/tunnel/choose.h"
 #include "net_test_support.h"
 #include "tether/errors.h"

@@ -3,7 +3,7 @@
 // parser of a command's answer, argv as one shell command line, and HTTP
 // failures as Status codes. boat_transport.cc only moves these bytes; the
 // unit tests (tests/host/boat_test.cc) call them directly. What is a fact of
-// Boat's API and what is our assumption: boat_transport.h.
+// Boat's API and what is our assumption: tether/providers/boat.h.
 //
 //   std::string body = boat::CommandRequestJson(boat::CommandLine(argv), 120);
 //   absl::StatusOr<boat::CommandResult> r = boat::ParseCommandResponse(resp.body);

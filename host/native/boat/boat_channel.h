@@ -2,7 +2,7 @@
 // command whose stdout arrives once its POST .../commands has returned,
 // then EOF; no stdin. And what the transport and its commands share: the
 // two calls with their retries (BoatApi). Facts and assumptions:
-// boat_transport.h.
+// tether/providers/boat.h.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>

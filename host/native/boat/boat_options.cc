@@ -1,7 +1,7 @@
 #include "host/native/boat/boat_options.h"
 
 #include "host/internal/typed_provider.h"
-#include "host/native/boat/boat_transport.h"
+#include "tether/providers/boat.h"
 
 namespace tether {
 

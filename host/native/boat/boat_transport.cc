@@ -1,4 +1,4 @@
-#include "host/native/boat/boat_transport.h"
+#include "tether/providers/boat.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>

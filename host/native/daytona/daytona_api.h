@@ -3,7 +3,7 @@
 // an exec, a command), the follow-logs demultiplexer, argv as one shell
 // command line and HTTP failures as Status codes. daytona_transport.cc only
 // moves these bytes; tests/host/daytona_test.cc and the fuzzer call them
-// directly. Facts and assumptions: daytona_transport.h.
+// directly. Facts and assumptions: tether/providers/daytona.h.
 //
 //   absl::StatusOr<daytona::SandboxView> s = daytona::ParseSandbox(resp.body);
 //   daytona::LogDemuxer d;

@@ -4,7 +4,7 @@
 // skipped by count) and its exit (GET .../command/{cid}); and what the
 // transport and its channels share: the two origins, the credentials and
 // the calls with their retries (DaytonaApi). Facts and assumptions:
-// daytona_transport.h.
+// tether/providers/daytona.h.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>

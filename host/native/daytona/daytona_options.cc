@@ -1,7 +1,7 @@
 #include "host/native/daytona/daytona_options.h"
 
 #include "host/internal/typed_provider.h"
-#include "host/native/daytona/daytona_transport.h"
+#include "tether/providers/daytona.h"
 
 namespace tether {
 

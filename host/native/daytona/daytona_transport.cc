@@ -1,4 +1,4 @@
-#include "host/native/daytona/daytona_transport.h"
+#include "tether/providers/daytona.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "host/internal/typed_provider.h"
-#include "host/native/docker/docker_transport.h"
+#include "tether/providers/docker.h"
 
 namespace tether {
 

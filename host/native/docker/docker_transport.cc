@@ -1,4 +1,4 @@
-#include "host/native/docker/docker_transport.h"
+#include "tether/providers/docker.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>

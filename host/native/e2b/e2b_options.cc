@@ -1,7 +1,7 @@
 #include "host/native/e2b/e2b_options.h"
 
 #include "host/internal/typed_provider.h"
-#include "host/native/e2b/e2b_transport.h"
+#include "tether/providers/e2b.h"
 
 namespace tether {
 

@@ -1,4 +1,4 @@
-#include "host/native/e2b/e2b_transport.h"
+#include "tether/providers/e2b.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>

@@ -3,7 +3,7 @@
 // stderr (its tail) as Diagnostics(), the exit code from channel 3's
 // Status; a close without a Status is EOF with no exit code, a cut is
 // kUnavailable. stdin EOF is sent only on v5; on v4 the supervisor's
-// in-band EOF is the only one. Facts: kubernetes_transport.h.
+// in-band EOF is the only one. Facts: tether/providers/kubernetes.h.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>

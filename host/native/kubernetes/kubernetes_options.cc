@@ -1,7 +1,7 @@
 #include "host/native/kubernetes/kubernetes_options.h"
 
 #include "host/internal/typed_provider.h"
-#include "host/native/kubernetes/kubernetes_transport.h"
+#include "tether/providers/kubernetes.h"
 
 namespace tether {
 

@@ -1,4 +1,4 @@
-#include "host/native/kubernetes/kubernetes_transport.h"
+#include "tether/providers/kubernetes.h"
 
 #include <algorithm>
 #include <boost/asio/as_tuple.hpp>

@@ -1,7 +1,7 @@
 #include "host/native/modal/modal_options.h"
 
 #include "host/internal/typed_provider.h"
-#include "host/native/modal/modal_transport.h"
+#include "tether/providers/modal.h"
 
 namespace tether {
 

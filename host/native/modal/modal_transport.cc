@@ -1,4 +1,4 @@
-#include "host/native/modal/modal_transport.h"
+#include "tether/providers/modal.h"
 
 #include <fstream>
 #include <optional>

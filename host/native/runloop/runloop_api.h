@@ -4,7 +4,7 @@
 // line, the multipart body of upload_file, and HTTP failures as Status
 // codes. runloop_transport.cc only moves these bytes; the unit tests
 // (tests/host/runloop_test.cc) and the fuzzer (fuzz/runloop_response_fuzzer.cc)
-// call them directly. Facts vs our assumptions: runloop_transport.h.
+// call them directly. Facts vs our assumptions: tether/providers/runloop.h.
 //
 //   runloop::SseDecoder sse;
 //   std::vector<runloop::SseEvent> events;

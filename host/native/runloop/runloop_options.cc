@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "host/internal/typed_provider.h"
-#include "host/native/runloop/runloop_transport.h"
+#include "tether/providers/runloop.h"
 
 namespace tether {
 namespace {

@@ -1,4 +1,4 @@
-#include "host/native/runloop/runloop_transport.h"
+#include "tether/providers/runloop.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>

@@ -26,10 +26,21 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "host/native/kubernetes/kubernetes_options.h"
 #include "tether/transport.h"
 
 namespace tether {
+
+struct KubernetesOptions {
+  std::string pod;         // required
+  std::string namespace_;  // empty: the context's namespace, else "default"
+  std::string container;   // empty: the pod's only (or default) container
+  std::string kubeconfig;  // empty: first of $KUBECONFIG, else ~/.kube/config
+  std::string context;     // empty: current-context
+  std::string endpoint;    // overrides the cluster's server URL
+  std::string ca_file;     // a CA trusted in addition to the kubeconfig's
+  // Called as an upload proceeds (bytes sent, total).
+  std::function<void(std::size_t, std::size_t)> upload_progress;
+};
 
 // Reads the kubeconfig now (its errors are this call's); connects lazily.
 absl::StatusOr<std::shared_ptr<Transport>> MakeKubernetesTransport(boost::asio::any_io_executor ex,

@@ -19,10 +19,23 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "host/native/e2b/e2b_options.h"
 #include "tether/transport.h"
 
 namespace tether {
+
+struct E2bOptions {
+  std::string sandbox_id;  // required
+  // The control plane; empty: $E2B_API_URL, else https://api.<$E2B_DOMAIN or e2b.app>.
+  std::string api_url;
+  // envd; empty: $E2B_SANDBOX_URL, else https://49983-<id>.<domain>, the domain
+  // from the connect response (else $E2B_DOMAIN, else e2b.app).
+  std::string sandbox_url;
+  std::string ca_file;  // a PEM CA trusted besides the system's (both URLs)
+  // Empty: $E2B_API_KEY. Never from argv; never in a message.
+  std::string api_key;
+  // Called as an upload proceeds (bytes sent, total).
+  std::function<void(std::size_t, std::size_t)> upload_progress;
+};
 
 // Checks the options (a sandbox id, URLs that parse, an API key) and makes
 // the transport; nothing is contacted until its first call.

@@ -83,10 +83,21 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "host/native/daytona/daytona_options.h"
 #include "tether/transport.h"
 
 namespace tether {
+
+struct DaytonaOptions {
+  std::string sandbox_id;  // required: the sandbox id or name ([A-Za-z0-9._-], at most 128)
+  std::string api_url;     // empty: $DAYTONA_API_URL, else $DAYTONA_SERVER_URL, else the public API
+  std::string ca_file;     // a PEM CA trusted besides the system's (API and toolbox)
+  // Empty: $DAYTONA_API_KEY, else $DAYTONA_JWT_TOKEN. Never from argv; never in a message.
+  std::string api_key;
+  // Sent as X-Daytona-Organization-ID with a JWT; empty: $DAYTONA_ORGANIZATION_ID.
+  std::string organization_id;
+  // Called as an upload proceeds (bytes sent, total).
+  std::function<void(std::size_t, std::size_t)> upload_progress;
+};
 
 // Checks the options (a sandbox id, a URL that parses, a key) and makes the
 // transport; nothing is contacted until its first call.

@@ -31,13 +31,35 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "host/native/docker/docker_options.h"
 #include "tether/transport.h"
 
 namespace tether {
+
+// TLS to a tcp:// engine, as the docker CLI reads it from the environment.
+struct DockerTls {
+  bool verify = false;    // DOCKER_TLS_VERIFY (non-empty): https with certificates checked
+  std::string cert_path;  // DOCKER_CERT_PATH (default ~/.docker): ca.pem, cert.pem, key.pem
+};
+
+struct DockerOptions {
+  std::string container;  // name or id (required)
+  // unix:///path, tcp://host:port, http(s)://host:port; empty: $DOCKER_HOST,
+  // else unix:///var/run/docker.sock.
+  std::string endpoint;
+  std::string ca_file;  // a CA to trust besides DOCKER_CERT_PATH/ca.pem
+  // nullopt: from the environment (DockerTlsFromEnvironment()).
+  std::optional<DockerTls> tls;
+  std::string api_version = "/v1.41";  // prefixed to every path ("" for the engine's latest)
+  // Called as an upload proceeds (bytes sent, total).
+  std::function<void(std::size_t, std::size_t)> upload_progress;
+};
+
+// DOCKER_TLS_VERIFY and DOCKER_CERT_PATH (default $HOME/.docker).
+DockerTls DockerTlsFromEnvironment();
 
 // Checks the options (kInvalidArgument: no container, a bad endpoint,
 // unreadable client certificates) and makes the transport; nothing is

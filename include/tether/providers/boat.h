@@ -52,10 +52,22 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "host/native/boat/boat_options.h"
 #include "tether/transport.h"
 
 namespace tether {
+
+struct BoatOptions {
+  std::string sandbox_id;  // required: letters, digits, '-', '_' (at most 128)
+  std::string api_url;     // empty: $BOAT_API_URL (one of them is required)
+  std::string ca_file;     // a PEM CA trusted besides the system's
+  // Empty: $BOAT_API_KEY. Never from argv; never in a message.
+  std::string api_key;
+  // timeoutSeconds of every command tether runs (1..600): polls and setup
+  // scripts take milliseconds; a hung one is given up after this.
+  int command_timeout_seconds = 120;
+  // Called as an upload proceeds (bytes sent, total).
+  std::function<void(std::size_t, std::size_t)> upload_progress;
+};
 
 // Checks the options (a sandbox id, a URL that parses, an API key, the
 // timeout) and makes the transport; nothing is contacted until its first call.

@@ -55,10 +55,22 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "host/native/modal/modal_options.h"
 #include "tether/transport.h"
 
 namespace tether {
+
+struct ModalOptions {
+  std::string sandbox_id;  // required: letters, digits, '-', '_' (at most 128)
+  // The control plane; empty: $MODAL_SERVER_URL, the profile's server_url,
+  // else https://api.modal.com:443.
+  std::string server_url;
+  std::string ca_file;  // a PEM CA trusted besides the system's (control plane and router)
+  // Empty: $MODAL_TOKEN_ID / $MODAL_TOKEN_SECRET, else ~/.modal.toml.
+  // Never from argv; never in a message.
+  std::string token_id, token_secret;
+  // Called as an upload proceeds (bytes sent, total).
+  std::function<void(std::size_t, std::size_t)> upload_progress;
+};
 
 // Checks the options (a sandbox id, a URL that parses, credentials, a CA
 // file that reads) and makes the transport; nothing is contacted until its

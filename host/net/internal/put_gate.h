@@ -34,20 +34,30 @@ class PutGate {
   // the head is done and the body is chunked.
   void Parsed(std::string_view rest, bool need_more, bool chunked_body) {
     waiting_ = need_more;
-    seen_ = rest.size();
+    seen_ = parsed_ = rest.size();
     last_chunk_ = need_more && chunked_body && HoldsLastChunkLine(rest);
   }
 
   // Whether a put() of `rest` (what the last put() left plus what was read
   // since) can get further than the last one. Looks only at bytes it has
   // not seen before (and the 3 before them, for an end split across reads).
+  // Besides the end it waits for, two things let a put() through, so that a
+  // malformed answer fails when its bytes arrive, as it did with a put()
+  // per read, not when the peer next sends a line end: a CR followed by
+  // anything but LF (Beast's bad_line_ending), and the buffer having
+  // doubled since the last put() (what else Beast checks on a byte count,
+  // as the CRLF after chunk data). Doubling keeps the re-parsing linear.
   bool Ready(std::string_view rest) {
     if (!waiting_) return !rest.empty();
     if (rest.size() <= seen_) return false;
     const std::string_view end = last_chunk_ ? std::string_view("\r\n\r\n") : std::string_view("\n");
     const std::size_t from = seen_ >= end.size() - 1 ? seen_ - (end.size() - 1) : 0;
+    const std::size_t cr_from = seen_ > 0 ? seen_ - 1 : 0;  // (a CR that ended the bytes seen)
     seen_ = rest.size();
-    if (rest.find(end, from) == std::string_view::npos) return false;
+    if (rest.find(end, from) == std::string_view::npos && !BadLineEnd(rest.substr(cr_from)) &&
+        rest.size() < 2 * parsed_) {
+      return false;
+    }
     waiting_ = false;
     return true;
   }
@@ -65,10 +75,20 @@ class PutGate {
     return rest.find("\r\n") != std::string_view::npos;
   }
 
+  // A CR followed by a byte other than LF (a CR at the end may yet be).
+  static bool BadLineEnd(std::string_view bytes) {
+    for (std::size_t i = bytes.find('\r'); i != std::string_view::npos && i + 1 < bytes.size();
+         i = bytes.find('\r', i + 1)) {
+      if (bytes[i + 1] != '\n') return true;
+    }
+    return false;
+  }
+
  private:
   bool waiting_ = false;     // the last put() needed more
   bool last_chunk_ = false;  // ... after a whole last-chunk line
   std::size_t seen_ = 0;     // bytes of the buffer looked at
+  std::size_t parsed_ = 0;   // bytes the last put() left
 };
 
 }  // namespace tether::net::internal

@@ -99,9 +99,9 @@ function(tether_build_speed)
     list(FILTER _sources INCLUDE REGEX "\\.(cc|cpp|cxx)$")
     list(LENGTH _sources _n)
     get_target_property(_dir ${_t} SOURCE_DIR)
-    if(_n LESS 3 OR _c_sources OR _dir MATCHES "/fuzz$")
-      # The header compile (~5 s) would cost what it saves: small targets
-      # and the fuzzers (decoders with no Asio). C++ only.
+    if(_n LESS 3 OR _c_sources OR _dir MATCHES "/fuzz$|/host/base$")
+      # The header compile (~5 s) would cost what it saves: small targets,
+      # the fuzzers and host/base/ (sans-I/O: no Asio). C++ only.
       continue()
     endif()
     set(_headers ${_tether_pch_headers})

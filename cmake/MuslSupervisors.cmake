@@ -100,9 +100,9 @@ endforeach()
 string(APPEND _asm "  .section .note.GNU-stack,\"\",@progbits\n")
 set(_emb "${CMAKE_BINARY_DIR}/host/embedded_supervisors.S")
 file(CONFIGURE OUTPUT "${_emb}" CONTENT "${_asm}" @ONLY)
-target_sources(tether_host PRIVATE "${_emb}")
+target_sources(tether_host_install PRIVATE "${_emb}")
 # Only this object waits for the supervisors (their copies are byproducts of
-# the sub-builds' build steps): the rest of libtether compiles meanwhile.
-set_source_files_properties("${_emb}" TARGET_DIRECTORY tether_host
+# the sub-builds' build steps): the rest of host/ compiles meanwhile.
+set_source_files_properties("${_emb}" TARGET_DIRECTORY tether_host_install
                             PROPERTIES OBJECT_DEPENDS "${_tether_supervisor_bins}")
-target_compile_definitions(tether_host PRIVATE TETHER_EMBEDDED_SUPERVISORS=1)
+target_compile_definitions(tether_host_install PRIVATE TETHER_EMBEDDED_SUPERVISORS=1)

@@ -5,7 +5,8 @@
 # ${CMAKE_INSTALL_LIBEXECDIR}/tether, where the library finds them.
 include(CMakePackageConfigHelpers)
 
-install(TARGETS tether_protocol tether_host_core tether_host
+install(TARGETS tether_protocol tether_host_base tether_host_core tether_host_support tether_host_install
+                tether_host_transports tether_host_tunnel tether_host_process tether_host
                 tether_dep_protobuf_lite tether_dep_zstd tether_dep_asio tether_dep_absl
         EXPORT tetherTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

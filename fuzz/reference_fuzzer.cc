@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "fuzz/fuzz_util.h"
-#include "host/reference.h"
+#include "host/process/reference.h"
 
 namespace {
 

@@ -3,7 +3,7 @@
 // them before it sends it (so a bad argument fails with a clear error on
 // the host, not as a refusal from the sandbox). The frame limits are in
 // frame.h; the public API's own limits (include/tether/process_types.h)
-// are checked against these where they must match (host/process_start.cc).
+// are checked against these where they must match (host/process/start.cc).
 #pragma once
 
 #include <cstddef>

@@ -26,7 +26,7 @@
 #include "tether/errors.h"
 #include "tether/process.h"
 #include "tether/providers.h"
-#include "host/reference.h"
+#include "host/process/reference.h"
 
 namespace tether::cli {
 

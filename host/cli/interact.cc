@@ -18,7 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "host/cli/stdio.h"
-#include "host/internal/forwarding_transport.h"
+#include "host/transports/forwarding_transport.h"
 #include "tether/errors.h"
 #include "tether/providers.h"
 

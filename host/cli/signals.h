@@ -10,7 +10,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <deque>
 
-#include "host/internal/condition.h"
+#include "host/support/condition.h"
 #include "tether/process.h"
 
 namespace tether::cli {

@@ -19,9 +19,9 @@
 #include "host/conformance/harness.h"
 #include "tether/errors.h"
 #include "tether/process.h"
-#include "host/reference.h"
-#include "host/internal/condition.h"
-#include "host/internal/forwarding_transport.h"
+#include "host/process/reference.h"
+#include "host/support/condition.h"
+#include "host/transports/forwarding_transport.h"
 
 namespace tether::conformance {
 

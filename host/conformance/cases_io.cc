@@ -18,7 +18,7 @@
 #include "host/conformance/harness.h"
 #include "tether/errors.h"
 #include "tether/process.h"
-#include "host/reference.h"
+#include "host/process/reference.h"
 
 namespace tether::conformance {
 

@@ -6,7 +6,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "absl/strings/escaping.h"
-#include "host/internal/random.h"
+#include "host/support/random.h"
 
 namespace tether::conformance {
 

@@ -4,7 +4,7 @@
 // the output receiver, the input sender, the pending requests, the exit
 // record and the reference ticket; what it returns is the verdict (a
 // protocol violation ends the attachment) and what changed. Process (the
-// API, host/process.cc) owns the I/O around it: the session that carries
+// API, host/process/process.cc) owns the I/O around it: the session that carries
 // the frames, timers, waiting callers, reattaching through a tunnel.
 //
 //   ProcessCore core(config, /*stdin_pipe=*/true, /*keep_copies=*/false);

@@ -1,7 +1,7 @@
 // The checks every native provider's factory makes of its options, one
 // definition each: where the environment gives a default, what an id or
 // an API key may hold, what an API URL must be. (The flags themselves are
-// checked once for every provider by host/internal/typed_provider.h.)
+// checked once for every provider by host/support/typed_provider.h.)
 #pragma once
 
 #include <string>

@@ -2,7 +2,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "host/internal/random.h"
+#include "host/support/random.h"
 #include "protocol/sha256.h"
 
 namespace tether::native {

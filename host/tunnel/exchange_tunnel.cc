@@ -1,6 +1,6 @@
 // The exchange tunnel (one-shot commands only): a relay beside the daemon
 // (started with the launch, or alone to reattach) is polled by one-shot
-// commands (host/internal/exchange_channel.h). The frames that carry the
+// commands (host/tunnel/exchange_channel.h). The frames that carry the
 // secret (the Launch and the Hello) go in a private file, never in a command
 // line (provider logs, /proc/PID/cmdline); the supervisor reads it once and
 // removes it.
@@ -8,8 +8,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "tether/errors.h"
-#include "host/internal/exchange_channel.h"
-#include "host/internal/random.h"
+#include "host/tunnel/exchange_channel.h"
+#include "host/support/random.h"
 #include "host/tunnel/tunnels.h"
 #include "protocol/armor.h"
 #include "protocol/command_line.h"

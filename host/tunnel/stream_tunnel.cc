@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "host/internal/armored_channel.h"
+#include "host/tunnel/armored_channel.h"
 #include "host/tunnel/start_script.h"
 #include "host/tunnel/tunnels.h"
 #include "absl/strings/str_cat.h"

@@ -4,7 +4,7 @@
 // one kind of native channel: the supervisor command it runs (launch,
 // bridge, relay), how the channel is wrapped (armored lines, polls), the
 // out-of-band delivery of secrets, and how a refused launch reports itself.
-// Process (host/process.cc) only asks it to launch or to reattach with a
+// Process (host/process/process.cc) only asks it to launch or to reattach with a
 // Hello, and gets back a Session with the handshake done:
 //
 //   auto tunnel = tunnel::MakeTunnel(transport);   // chosen from capabilities()
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "host/session.h"
+#include "host/tunnel/session.h"
 #include "tether/transport.h"
 #include "host/tunnel/choose.h"
 #include "host/tunnel/start_script.h"

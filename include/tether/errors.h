@@ -85,7 +85,7 @@ inline constexpr std::size_t kMaxPrintableMessage = 2048;
 std::string PrintableMessage(absl::string_view message, std::size_t max_bytes = kMaxPrintableMessage);
 
 // A supervisor Error as a Status ("supervisor: " + its message), through the
-// one wire mapping (host/wire_errors.h).
+// one wire mapping (host/base/wire_errors.h).
 absl::Status StatusFromWireError(const wire::Error& e);
 
 }  // namespace tether

@@ -22,7 +22,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "host/internal/exchange_channel.h"
+#include "host/tunnel/exchange_channel.h"
 #include "tether/providers/boat.h"
 #include "host/tunnel/choose.h"
 #include "tether/shell_setup.h"

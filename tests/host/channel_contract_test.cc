@@ -14,7 +14,7 @@
 #include <chrono>
 #include <memory>
 
-#include "host/internal/spawn.h"
+#include "host/transports/spawn.h"
 #include "tests/host/process_fixture.h"
 
 namespace tether::testing {

@@ -39,7 +39,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "tether/errors.h"
-#include "host/internal/forwarding_transport.h"
+#include "host/transports/forwarding_transport.h"
 #include "tether/local_transport.h"
 #include "tether/process.h"
 #include "tests/host/proc_util.h"

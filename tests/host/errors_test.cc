@@ -5,8 +5,8 @@
 #include <random>
 #include <string>
 
-#include "host/session.h"
-#include "host/wire_errors.h"
+#include "host/tunnel/session.h"
+#include "host/base/wire_errors.h"
 
 namespace tether {
 namespace {
@@ -95,7 +95,7 @@ TEST_CASE("every wire error code maps to one public code, and back") {
 
 TEST_CASE("every value of the schema's ErrorCode has its row in the host's table") {
   // The list above is written by hand; this one is the schema's own, so a
-  // code added to tether.proto without a row in host/wire_errors.cc fails
+  // code added to tether.proto without a row in host/base/wire_errors.cc fails
   // here instead of reaching users as INTERNAL.
   // (The schema is built for the lite runtime: its range, not a descriptor.)
   int values = 0;

@@ -19,7 +19,7 @@
 #include <random>
 #include <string>
 
-#include "host/internal/forwarding_transport.h"
+#include "host/transports/forwarding_transport.h"
 #include "tether/transport.h"
 
 namespace tether::testing {

@@ -1,7 +1,7 @@
 // The local provider's channel: exact bytes both ways, EOF, and no SIGPIPE
 // for the embedding application when the command is gone.
 #include "tether/local_transport.h"
-#include "host/internal/forwarding_transport.h"
+#include "host/transports/forwarding_transport.h"
 #include "tether/process.h"
 
 #include <doctest.h>

@@ -23,7 +23,7 @@
 
 #include "tether/errors.h"
 #include "tether/local_transport.h"
-#include "host/internal/forwarding_transport.h"
+#include "host/transports/forwarding_transport.h"
 #include "tether/process.h"
 
 namespace tether::testing {

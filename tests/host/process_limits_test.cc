@@ -19,7 +19,7 @@
 
 #include "tether/errors.h"
 #include "tether/output_helpers.h"
-#include "host/internal/forwarding_transport.h"
+#include "host/transports/forwarding_transport.h"
 #include "tether/process.h"
 #include "tests/host/process_fixture.h"
 

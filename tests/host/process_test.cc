@@ -22,7 +22,7 @@
 
 #include "tether/errors.h"
 #include "tether/local_transport.h"
-#include "host/reference.h"
+#include "host/process/reference.h"
 #include "protocol/frame.h"
 #include "tether/protocol/tether.pb.h"
 #include "tests/host/process_fixture.h"

@@ -15,7 +15,7 @@
 
 #include "absl/strings/escaping.h"
 #include "tether/errors.h"
-#include "host/reference.h"
+#include "host/process/reference.h"
 #include "protocol/armor.h"
 #include "tests/host/process_fixture.h"
 #include "tests/host/proc_util.h"

@@ -1,5 +1,5 @@
 // Process::Status() against a supervisor that never answers: its 30 s
-// deadline (kStatusTimeout in host/process.cc) must expire harmlessly even
+// deadline (kStatusTimeout in host/process/process.cc) must expire harmlessly even
 // when the call has already finished. The deadline timer's handler once
 // captured the coroutine's locals by reference; a handler queued at expiry
 // that ran after the call had returned wrote into its freed frame. Under

@@ -15,7 +15,7 @@
 
 namespace tether {
 namespace internal {
-// host/supervisor_binary.cc: search $TETHER_SUPERVISOR_DIR alone.
+// host/install/supervisor_binary.cc: search $TETHER_SUPERVISOR_DIR alone.
 void SearchOnlySupervisorDirForTesting(bool only);
 }  // namespace internal
 namespace {

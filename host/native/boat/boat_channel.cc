@@ -11,8 +11,8 @@
 #include <optional>
 
 #include "absl/strings/escaping.h"
-#include "host/internal/condition.h"
-#include "host/internal/random.h"
+#include "host/support/condition.h"
+#include "host/support/random.h"
 #include "host/net/retry_after.h"
 
 namespace tether::boat {

@@ -1,6 +1,6 @@
 #include "host/native/boat/boat_options.h"
 
-#include "host/internal/typed_provider.h"
+#include "host/support/typed_provider.h"
 #include "tether/providers/boat.h"
 
 namespace tether {

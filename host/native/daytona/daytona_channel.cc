@@ -12,7 +12,7 @@
 #include <optional>
 #include <variant>
 
-#include "host/internal/condition.h"
+#include "host/support/condition.h"
 #include "host/net/retry_after.h"
 #include "tether/errors.h"
 

@@ -1,6 +1,6 @@
 #include "host/native/daytona/daytona_options.h"
 
-#include "host/internal/typed_provider.h"
+#include "host/support/typed_provider.h"
 #include "tether/providers/daytona.h"
 
 namespace tether {

@@ -3,12 +3,12 @@
 // facts and assumptions about the service), with their help.
 #pragma once
 
-#include "tether/providers.h"
+#include "tether/provider_info.h"
 #include "tether/providers/daytona.h"
 
 namespace tether {
 
-// The registry's entry for --provider daytona (host/native/registry.cc).
+// The registry's entry for --provider daytona (host/registry/native_providers.cc).
 ProviderInfo DaytonaProvider();
 
 }  // namespace tether

@@ -14,7 +14,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "host/internal/random.h"
+#include "host/support/random.h"
 #include "host/native/daytona/daytona_api.h"
 #include "host/native/daytona/daytona_channel.h"
 #include "host/native/native_options.h"

@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
-#include "host/internal/typed_provider.h"
+#include "host/support/typed_provider.h"
 #include "tether/providers/docker.h"
 
 namespace tether {

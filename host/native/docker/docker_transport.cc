@@ -22,7 +22,7 @@
 #include "host/native/docker/docker_channel.h"
 #include "host/native/native_transport.h"
 #include "tether/errors.h"
-#include "host/internal/random.h"
+#include "host/support/random.h"
 #include "host/net/http.h"
 #include "tether/shell_setup.h"
 #include "protocol/command_line.h"

@@ -1,6 +1,6 @@
 #include "host/native/e2b/e2b_options.h"
 
-#include "host/internal/typed_provider.h"
+#include "host/support/typed_provider.h"
 #include "tether/providers/e2b.h"
 
 namespace tether {

@@ -3,12 +3,12 @@
 // facts and assumptions about the service), with their help.
 #pragma once
 
-#include "tether/providers.h"
+#include "tether/provider_info.h"
 #include "tether/providers/e2b.h"
 
 namespace tether {
 
-// The registry's entry for --provider e2b (host/native/registry.cc).
+// The registry's entry for --provider e2b (host/registry/native_providers.cc).
 ProviderInfo E2bProvider();
 
 }  // namespace tether

@@ -1,6 +1,6 @@
 #include "host/native/kubernetes/kubernetes_options.h"
 
-#include "host/internal/typed_provider.h"
+#include "host/support/typed_provider.h"
 #include "tether/providers/kubernetes.h"
 
 namespace tether {

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "host/internal/random.h"
+#include "host/support/random.h"
 #include "tether/errors.h"
 
 namespace tether::modal {

@@ -1,6 +1,6 @@
 #include "host/native/modal/modal_options.h"
 
-#include "host/internal/typed_provider.h"
+#include "host/support/typed_provider.h"
 #include "tether/providers/modal.h"
 
 namespace tether {

@@ -3,12 +3,12 @@
 // facts and assumptions about the service), with their help.
 #pragma once
 
-#include "tether/providers.h"
+#include "tether/provider_info.h"
 #include "tether/providers/modal.h"
 
 namespace tether {
 
-// The registry's entry for --provider modal (host/native/registry.cc).
+// The registry's entry for --provider modal (host/registry/native_providers.cc).
 ProviderInfo ModalProvider();
 
 }  // namespace tether

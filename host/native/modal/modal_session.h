@@ -17,7 +17,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "host/internal/condition.h"
+#include "host/support/condition.h"
 #include "host/native/modal/grpc_asio.h"
 #include "host/native/modal/modal_config.h"
 #include "host/native/modal/task_command_router.grpc.pb.h"

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "tether/output_helpers.h"
 #include "absl/strings/str_replace.h"
-#include "host/internal/random.h"
+#include "host/support/random.h"
 #include "tether/errors.h"
 #include "tether/shell_setup.h"
 #include "host/native/native_options.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "host/internal/condition.h"
+#include "host/support/condition.h"
 #include "host/native/runloop/runloop_api.h"
 #include "host/net/http.h"
 #include "host/net/retry_after.h"

@@ -1,7 +1,7 @@
 #include "host/native/runloop/runloop_options.h"
 
 #include "absl/strings/str_cat.h"
-#include "host/internal/typed_provider.h"
+#include "host/support/typed_provider.h"
 #include "tether/providers/runloop.h"
 
 namespace tether {

@@ -3,12 +3,12 @@
 // facts and assumptions about the service), with their help.
 #pragma once
 
-#include "tether/providers.h"
+#include "tether/provider_info.h"
 #include "tether/providers/runloop.h"
 
 namespace tether {
 
-// The registry's entry for --provider runloop (host/native/registry.cc).
+// The registry's entry for --provider runloop (host/registry/native_providers.cc).
 ProviderInfo RunloopProvider();
 
 }  // namespace tether

@@ -15,8 +15,8 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "host/internal/condition.h"
-#include "host/internal/random.h"
+#include "host/support/condition.h"
+#include "host/support/random.h"
 #include "host/native/runloop/runloop_api.h"
 #include "host/native/runloop/runloop_calls.h"
 #include "host/native/runloop/runloop_channel.h"

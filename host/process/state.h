@@ -14,9 +14,9 @@
 #include <string>
 
 #include "host/core/process_core.h"
-#include "host/internal/condition.h"
+#include "host/support/condition.h"
 #include "tether/process.h"
-#include "host/session.h"
+#include "host/tunnel/session.h"
 #include "host/tunnel/tunnel.h"
 
 namespace tether {

@@ -6,7 +6,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
-#include "host/wire_errors.h"
+#include "host/base/wire_errors.h"
 
 namespace tether {
 namespace {

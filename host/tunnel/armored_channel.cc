@@ -1,4 +1,4 @@
-#include "host/internal/armored_channel.h"
+#include "host/tunnel/armored_channel.h"
 
 #include <cstring>
 

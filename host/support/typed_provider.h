@@ -1,7 +1,7 @@
 // A provider's registry entry written with its own Options type: each flag
 // names how it sets one field, a required flag names what it asks for, and
 // the factory takes Options. MakeProviderInfo turns it into the registry's
-// untyped ProviderInfo (tether/providers.h) and does, once for every
+// untyped ProviderInfo (tether/provider_info.h) and does, once for every
 // provider, what each used to do for itself: refuses an empty flag value,
 // checks the required flags, downcasts the parsed std::any and hands the
 // ProviderHooks to the options (as envoy's FactoryBase<Config> does for its
@@ -26,7 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "tether/providers.h"
+#include "tether/provider_info.h"
 #include "tether/transport.h"
 
 namespace tether::internal {

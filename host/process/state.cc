@@ -1,5 +1,5 @@
 // Process::State: the receive pump, keepalive, acks and reattaching around
-// the protocol core (see host/internal/process_state.h).
+// the protocol core (see host/process/state.h).
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "tether/errors.h"
-#include "host/internal/process_state.h"
+#include "host/process/state.h"
 
 namespace tether {
 

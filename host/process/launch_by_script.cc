@@ -1,4 +1,4 @@
-#include "host/internal/script_start.h"
+#include "host/process/launch_by_script.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -9,7 +9,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "host/internal/cancelled.h"
+#include "host/support/cancelled.h"
 #include "tether/errors.h"
 #include "tether/shell_setup.h"
 #include "tether/supervisor_binary.h"

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "host/internal/process_state.h"
-#include "host/reference.h"
+#include "host/process/state.h"
+#include "host/process/reference.h"
 #include "host/tunnel/start_script.h"
 #include "host/tunnel/tunnel.h"
 

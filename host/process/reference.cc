@@ -1,4 +1,4 @@
-#include "host/reference.h"
+#include "host/process/reference.h"
 
 #include <boost/json.hpp>
 

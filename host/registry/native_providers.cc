@@ -2,7 +2,7 @@
 // is its folder's <p>_options.cc (flags, help, factory). Built only with
 // TETHER_NATIVE_PROVIDERS (the default; a tree without it has the local and
 // command providers alone, and needs no OpenSSL).
-#include "host/native/registry.h"
+#include "host/registry/native_providers.h"
 
 #include "host/native/boat/boat_options.h"
 #include "host/native/daytona/daytona_options.h"

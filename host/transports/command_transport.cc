@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "host/internal/spawn.h"
+#include "host/transports/spawn.h"
 #include "tether/shell_setup.h"
 
 namespace tether {

@@ -14,8 +14,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "host/internal/cancelled.h"
-#include "host/internal/off_loop.h"
+#include "host/support/cancelled.h"
+#include "host/support/off_loop.h"
 #include "protocol/sha256.h"
 #include "tether/protocol/version.h"
 

@@ -1,4 +1,4 @@
-// The native providers' registry entries (host/native/registry.cc).
+// The native providers' registry entries (host/registry/native_providers.cc).
 #pragma once
 
 #include <vector>

@@ -2,11 +2,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "host/internal/typed_provider.h"
+#include "host/support/typed_provider.h"
 #include "tether/command_transport.h"
 #include "tether/local_transport.h"
 #ifdef TETHER_NATIVE_PROVIDERS
-#include "host/native/registry.h"
+#include "host/registry/native_providers.h"
 #endif
 
 namespace tether {

@@ -12,8 +12,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "host/internal/off_loop.h"
-#include "host/internal/spawn.h"
+#include "host/support/off_loop.h"
+#include "host/transports/spawn.h"
 
 namespace tether {
 namespace {

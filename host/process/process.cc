@@ -1,7 +1,7 @@
 // The process API over one attachment: each call checks what the handle
 // allows, hands its request to the protocol core or the session, and waits
-// on the state's condition (host/internal/process_state.h). Start and
-// Reopen are in process_start.cc.
+// on the state's condition (host/process/state.h). Start and
+// Reopen are in start.cc.
 #include "tether/process.h"
 
 #include <boost/asio/steady_timer.hpp>
@@ -9,8 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "tether/errors.h"
-#include "host/internal/process_state.h"
-#include "host/reference.h"
+#include "host/process/state.h"
+#include "host/process/reference.h"
 
 namespace tether {
 

@@ -1,4 +1,4 @@
-#include "host/wire_errors.h"
+#include "host/base/wire_errors.h"
 
 #include <string>
 

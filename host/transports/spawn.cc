@@ -1,4 +1,4 @@
-#include "host/internal/spawn.h"
+#include "host/transports/spawn.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -1,4 +1,4 @@
-#include "host/session.h"
+#include "host/tunnel/session.h"
 
 #include <sys/random.h>
 

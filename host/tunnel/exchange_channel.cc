@@ -1,4 +1,4 @@
-#include "host/internal/exchange_channel.h"
+#include "host/tunnel/exchange_channel.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>

@@ -1,6 +1,6 @@
 // Fuzz target: arbitrary frame sequences from a "supervisor" into the real
 // host Session and Process state machine (through the lying transport of
-// tests/host/lying_supervisor.h): after a valid Welcome, the input's frames
+// tests/host/faults/lying_supervisor.h): after a valid Welcome, the input's frames
 // arrive, then the channel ends.
 //
 // Input layout: records of [flags u8][length u16 big-endian][payload]. Flag
@@ -23,7 +23,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "tether/process.h"
-#include "tests/host/lying_supervisor.h"
+#include "tests/host/faults/lying_supervisor.h"
 
 namespace {
 

@@ -30,7 +30,7 @@ namespace tether {
 namespace internal {
 
 // A seam for tests alone, declared where it is used
-// (tests/host/supervisor_binary_test.cc): search $TETHER_SUPERVISOR_DIR and
+// (tests/host/install/supervisor_binary_test.cc): search $TETHER_SUPERVISOR_DIR and
 // nothing else. A build with the static supervisors always has both beside
 // the build tree, so without it "missing" cannot be made to happen.
 void SearchOnlySupervisorDirForTesting(bool only);

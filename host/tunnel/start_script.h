@@ -1,6 +1,6 @@
 // Starting in one native call: the shell scripts a stream tunnel runs in
 // the sandbox, and the one line they answer with when they cannot launch.
-// Pure (no I/O); tests/host/start_script_test.cc runs them with a real sh.
+// Pure (no I/O); tests/host/tunnel/start_script_test.cc runs them with a real sh.
 //
 // Start (StartScript): one Exec of `sh -c SCRIPT` that
 //   1. finds the private state root: the first of $TMPDIR (when absolute),

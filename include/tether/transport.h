@@ -36,7 +36,7 @@ namespace tether {
 //   pending ReadSome and Write complete promptly with an error. A native
 //   channel that cannot cancel an operation (a blocking SDK call) must still
 //   end it on Close(): the deadlines of Process close the channel when they
-//   pass, so such a channel cannot hold them (tests/host/channel_contract_test.cc).
+//   pass, so such a channel cannot hold them (tests/host/transports/channel_contract_test.cc).
 // - Nothing here throws; errors are Status values.
 class Channel {
  public:

@@ -14,7 +14,7 @@ mkdir -p "$work/Testing/Temporary"
   echo "1/3 Testing: host_tests"
   echo "Output:"
   for i in $(seq 1 500); do echo "0.01 s: case $i"; done
-  echo "/src/tests/host/process_test.cc:42: ERROR: CHECK_EQ( got, want ) is NOT correct!"
+  echo "/src/tests/host/process/process_test.cc:42: ERROR: CHECK_EQ( got, want ) is NOT correct!"
   echo "  values: CHECK_EQ( abc, abd )"
   for i in $(seq 501 900); do echo "0.01 s: case $i"; done
   echo "<end of output>"

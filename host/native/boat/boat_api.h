@@ -2,7 +2,7 @@
 // makes (POST /sandboxes/{id}/commands, PUT /sandboxes/{id}/files), the
 // parser of a command's answer, argv as one shell command line, and HTTP
 // failures as Status codes. boat_transport.cc only moves these bytes; the
-// unit tests (tests/host/boat_test.cc) call them directly. What is a fact of
+// unit tests (tests/host/native/boat_test.cc) call them directly. What is a fact of
 // Boat's API and what is our assumption: tether/providers/boat.h.
 //
 //   std::string body = boat::CommandRequestJson(boat::CommandLine(argv), 120);

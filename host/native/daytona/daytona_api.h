@@ -2,7 +2,7 @@
 // the parsers of the answers it reads (the sandbox, the toolbox proxy URL,
 // an exec, a command), the follow-logs demultiplexer, argv as one shell
 // command line and HTTP failures as Status codes. daytona_transport.cc only
-// moves these bytes; tests/host/daytona_test.cc and the fuzzer call them
+// moves these bytes; tests/host/native/daytona_test.cc and the fuzzer call them
 // directly. Facts and assumptions: tether/providers/daytona.h.
 //
 //   absl::StatusOr<daytona::SandboxView> s = daytona::ParseSandbox(resp.body);

@@ -3,7 +3,7 @@
 // streams and the parser of one output chunk, argv as one shell command
 // line, the multipart body of upload_file, and HTTP failures as Status
 // codes. runloop_transport.cc only moves these bytes; the unit tests
-// (tests/host/runloop_test.cc) and the fuzzer (fuzz/runloop_response_fuzzer.cc)
+// (tests/host/native/runloop_test.cc) and the fuzzer (fuzz/runloop_response_fuzzer.cc)
 // call them directly. Facts vs our assumptions: tether/providers/runloop.h.
 //
 //   runloop::SseDecoder sse;

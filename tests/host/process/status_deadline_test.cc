@@ -22,7 +22,7 @@
 #include <thread>
 
 #include "tether/errors.h"
-#include "tests/host/lying_supervisor.h"
+#include "tests/host/faults/lying_supervisor.h"
 
 namespace tether {
 namespace {

@@ -1,4 +1,4 @@
-#include "net_test_support.h"
+#include "tests/host/net/net_test_support.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -20,7 +20,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "process_fixture.h"
+#include "tests/host/process/process_fixture.h"
 #include "tether/shell_setup.h"
 #include "tether/supervisor_binary.h"
 

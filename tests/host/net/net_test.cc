@@ -13,7 +13,7 @@
 #include <filesystem>
 
 #include "tether/errors.h"
-#include "net_test_support.h"
+#include "tests/host/net/net_test_support.h"
 
 namespace tether::net {
 namespace {

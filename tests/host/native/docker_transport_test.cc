@@ -1,5 +1,5 @@
 // The docker provider against a real engine: podman's Docker API service
-// with a real container, started by tests/host/with_podman_docker.sh (which
+// with a real container, started by tests/host/native/with_podman_docker.sh (which
 // exports TETHER_TEST_DOCKER_HOST, _CONTAINER and _STOPPED). Without them
 // every case is skipped.
 #include "tether/providers/docker.h"
@@ -42,7 +42,7 @@ const char* Env(const char* name) {
 
 bool HaveEngine() {
   if (Env("TETHER_TEST_DOCKER_HOST") != nullptr && Env("TETHER_TEST_DOCKER_CONTAINER") != nullptr) return true;
-  MESSAGE("skipped: run through tests/host/with_podman_docker.sh");
+  MESSAGE("skipped: run through tests/host/native/with_podman_docker.sh");
   return false;
 }
 

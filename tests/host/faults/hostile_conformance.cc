@@ -15,7 +15,7 @@
 
 #include "host/conformance/conformance.h"
 #include "tether/local_transport.h"
-#include "tests/host/hostile_transport.h"
+#include "tests/host/faults/hostile_transport.h"
 
 int main(int argc, char** argv) {
   if (argc < 2 || (std::string(argv[1]) != "text" && std::string(argv[1]) != "exchange")) {

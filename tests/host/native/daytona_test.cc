@@ -28,7 +28,7 @@
 #include "tether/providers/daytona.h"
 #include "host/tunnel/choose.h"
 #include "protocol/armor.h"
-#include "net_test_support.h"
+#include "tests/host/net/net_test_support.h"
 #include "tether/errors.h"
 
 namespace {

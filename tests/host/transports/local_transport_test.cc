@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <string>
 
-#include "tests/host/process_fixture.h"
+#include "tests/host/process/process_fixture.h"
 #include "tests/host/test_util.h"
 
 namespace tether {

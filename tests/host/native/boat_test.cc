@@ -26,7 +26,7 @@
 #include "tether/providers/boat.h"
 #include "host/tunnel/choose.h"
 #include "tether/shell_setup.h"
-#include "net_test_support.h"
+#include "tests/host/net/net_test_support.h"
 #include "tether/errors.h"
 
 namespace {

@@ -21,7 +21,7 @@
 #include "host/net/internal/limits.h"
 #include "host/net/internal/put_gate.h"
 #include "host/native/runloop/runloop_api.h"
-#include "net_test_support.h"
+#include "tests/host/net/net_test_support.h"
 #include "tether/errors.h"
 
 namespace tether::net {

@@ -21,7 +21,7 @@
 #include "tether/output_helpers.h"
 #include "host/transports/forwarding_transport.h"
 #include "tether/process.h"
-#include "tests/host/process_fixture.h"
+#include "tests/host/process/process_fixture.h"
 
 namespace tether {
 namespace {
@@ -581,7 +581,7 @@ TEST_CASE("detach discards unread output and leaves the process running") {
 }  // namespace
 }  // namespace tether
 
-#include "tests/host/hostile_transport.h"
+#include "tests/host/faults/hostile_transport.h"
 
 namespace tether {
 namespace {

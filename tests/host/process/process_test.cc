@@ -25,7 +25,7 @@
 #include "host/process/reference.h"
 #include "protocol/frame.h"
 #include "tether/protocol/tether.pb.h"
-#include "tests/host/process_fixture.h"
+#include "tests/host/process/process_fixture.h"
 
 namespace tether {
 namespace {

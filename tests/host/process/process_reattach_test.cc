@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "tether/errors.h"
-#include "tests/host/process_fixture.h"
+#include "tests/host/process/process_fixture.h"
 
 namespace tether {
 namespace {

@@ -3,7 +3,7 @@
 // the host allocate beyond its limits, crash or hang. The supervisor-side
 // checks (another uid, a wrong secret, a symlink or pre-created state path,
 // credential-shaped environment names) are in tests/supervisor.
-#include "tests/host/lying_supervisor.h"
+#include "tests/host/faults/lying_supervisor.h"
 
 #include <sys/stat.h>
 
@@ -17,7 +17,7 @@
 #include "tether/errors.h"
 #include "host/process/reference.h"
 #include "protocol/armor.h"
-#include "tests/host/process_fixture.h"
+#include "tests/host/process/process_fixture.h"
 #include "tests/host/proc_util.h"
 #include "tether/supervisor_binary.h"
 

@@ -25,7 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "tether/providers/runloop.h"
 #include "host/tunnel/choose.h"
-#include "net_test_support.h"
+#include "tests/host/net/net_test_support.h"
 #include "tether/errors.h"
 
 namespace {

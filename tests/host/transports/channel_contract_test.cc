@@ -15,7 +15,7 @@
 #include <memory>
 
 #include "host/transports/spawn.h"
-#include "tests/host/process_fixture.h"
+#include "tests/host/process/process_fixture.h"
 
 namespace tether::testing {
 namespace {

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <string>
 
-#include "net_test_support.h"
+#include "tests/host/net/net_test_support.h"
 #include "tether/providers.h"
 
 namespace tether {

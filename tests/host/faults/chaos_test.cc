@@ -55,7 +55,7 @@
 #include "tether/process.h"
 #include "tether/providers.h"
 #include "host/tunnel/choose.h"
-#include "tests/host/chaos_transport.h"
+#include "tests/host/faults/chaos_transport.h"
 #include "tests/host/proc_util.h"
 
 namespace {

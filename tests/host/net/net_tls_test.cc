@@ -9,7 +9,7 @@
 
 #include "tether/errors.h"
 #include "host/net/http.h"
-#include "net_test_support.h"
+#include "tests/host/net/net_test_support.h"
 
 namespace tether::net {
 namespace {

@@ -2,7 +2,6 @@
 
 #include <boost/json.hpp>
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 
 #include "absl/strings/escaping.h"
@@ -12,6 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "tether/errors.h"
 #include "tether/shell_setup.h"
+#include "host/native/native_json.h"
 #include "host/native/native_options.h"
 
 namespace tether::boat {
@@ -101,17 +101,9 @@ absl::StatusOr<CommandResult> ParseCommandResponse(std::string_view body) {
     r.exit_code = -1;
     return r;
   }
-  std::int64_t n = 0;
-  if (code->is_int64()) {
-    n = code->get_int64();
-  } else if (code->is_uint64()) {
-    n = code->get_uint64() > 255 ? 256 : static_cast<std::int64_t>(code->get_uint64());
-  } else if (code->is_double() && std::fabs(code->get_double()) <= 1e6 &&
-             code->get_double() == std::floor(code->get_double())) {
-    n = static_cast<std::int64_t>(code->get_double());  // 1.0: a JSON encoder's way of writing 1
-  } else {
-    return Protocol("has an exitCode that is not an integer");
-  }
+  const std::optional<std::int64_t> integer = native::JsonInteger(*code);
+  if (!integer) return Protocol("has an exitCode that is not an integer");
+  std::int64_t n = *integer;
   if (n < 0 || n > 255) {
     if (!r.timed_out) return Protocol(absl::StrCat("has an exitCode out of 0..255 (", n, ")"));
     n = -1;

@@ -2,7 +2,6 @@
 
 #include <boost/json.hpp>
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 
 #include "absl/strings/match.h"
@@ -11,6 +10,7 @@
 #include "absl/strings/str_replace.h"
 #include "tether/errors.h"
 #include "tether/shell_setup.h"
+#include "host/native/native_json.h"
 #include "host/native/native_options.h"
 
 namespace tether::daytona {
@@ -99,17 +99,9 @@ absl::StatusOr<std::optional<int>> ParseCommandAnswer(std::string_view body) {
   if (!o.ok()) return o.status();
   const json::value* code = o->if_contains("exitCode");
   if (code == nullptr || code->is_null()) return std::optional<int>();
-  std::int64_t n = 0;
-  if (code->is_int64()) {
-    n = code->get_int64();
-  } else if (code->is_uint64()) {
-    n = code->get_uint64() > 255 ? 256 : static_cast<std::int64_t>(code->get_uint64());
-  } else if (code->is_double() && std::fabs(code->get_double()) <= 1e6 &&
-             code->get_double() == std::floor(code->get_double())) {
-    n = static_cast<std::int64_t>(code->get_double());
-  } else {
-    return Protocol(kWhat, "has an exitCode that is not an integer");
-  }
+  const std::optional<std::int64_t> integer = native::JsonInteger(*code);
+  if (!integer) return Protocol(kWhat, "has an exitCode that is not an integer");
+  const std::int64_t n = *integer;
   if (n < 0 || n > 255) return Protocol(kWhat, absl::StrCat("has an exitCode out of 0..255 (", n, ")"));
   return std::optional<int>(static_cast<int>(n));
 }

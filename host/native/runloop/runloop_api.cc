@@ -2,7 +2,6 @@
 
 #include <boost/json.hpp>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 
 #include "absl/strings/escaping.h"
@@ -13,6 +12,7 @@
 #include "host/support/random.h"
 #include "tether/errors.h"
 #include "tether/shell_setup.h"
+#include "host/native/native_json.h"
 #include "host/native/native_options.h"
 
 namespace tether::runloop {
@@ -31,19 +31,9 @@ absl::Status Protocol(std::string_view what) {
 
 // An integer 0..255 from a JSON number (1.0 is an encoder's way of writing 1).
 std::optional<int> ByteInt(const json::value& v) {
-  std::int64_t n = 0;
-  if (v.is_int64()) {
-    n = v.get_int64();
-  } else if (v.is_uint64()) {
-    if (v.get_uint64() > 255) return std::nullopt;
-    n = static_cast<std::int64_t>(v.get_uint64());
-  } else if (v.is_double() && std::fabs(v.get_double()) <= 1e6 && v.get_double() == std::floor(v.get_double())) {
-    n = static_cast<std::int64_t>(v.get_double());
-  } else {
-    return std::nullopt;
-  }
-  if (n < 0 || n > 255) return std::nullopt;
-  return static_cast<int>(n);
+  const std::optional<std::int64_t> n = native::JsonInteger(v);
+  if (!n || *n < 0 || *n > 255) return std::nullopt;
+  return static_cast<int>(*n);
 }
 
 }  // namespace

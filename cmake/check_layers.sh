@@ -79,11 +79,20 @@ for dir in host/*/; do
   done
   for owner in "${!PUBLIC_HEADERS[@]}"; do
     [[ $allowed == *" $owner "* ]] && continue
-    for h in ${PUBLIC_HEADERS[$owner]}; do headers+="${headers:+|}$h"; done
+    read -ra owned <<<"${PUBLIC_HEADERS[$owner]}"  # (no pathname expansion of providers/[a-z_]+)
+    for h in "${owned[@]}"; do headers+="${headers:+|}$h"; done
   done
   [[ -z $others ]] || refuse "$dir" "host/($others)/" "host/$folder/ includes only from ${HOST_FLOORS[$folder]:-no other folder} (the floor plan)"
   [[ -z $headers ]] || refuse "$dir" "tether/($headers)\\.h" "host/$folder/ uses only the public headers of the folders below it"
 done
+# Every source of host/ is in a folder of the plan: none loose in host/
+# itself, and no include of one.
+for f in host/*; do
+  [[ -f $f && $f != host/CMakeLists.txt ]] || continue
+  echo "layering: $f: a file loose in host/, outside the floor plan" >&2
+  bad=1
+done
+refuse host 'host/[a-z_]+\.h' 'host/ has no loose headers: each is in a folder of the plan'
 sans_io='boost/|sys/|unistd\.h|fcntl\.h|supervisor/'
 refuse host/base "$sans_io" 'host/base is sans-I/O: value types and protocol only'
 refuse host/core "$sans_io" 'the host core is sans-I/O: value types and protocol only'

@@ -7,7 +7,7 @@
 #   tether-supervisor_VERSION_DEBARCH.deb       (DEBARCH: amd64, arm64) installs
 #     /usr/libexec/tether/tether-supervisor (0755); static, so no dependencies
 #   tether-host-VERSION-HOSTARCH.tar.gz (+ .sha256)  `cmake --install` of the
-#     host build: bin/tether, lib/ (libtether.a, ...), include/tether/,
+#     host build: bin/tether, lib/ (libtether_host_*.a, ...), include/tether/,
 #     lib/cmake/tether/ (find_package(tether)), libexec/tether/ (both supervisors)
 #   tether_VERSION_HOSTDEBARCH.deb             the same under /usr
 #   SHA256SUMS                                  every artifact above

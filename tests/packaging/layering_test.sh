@@ -56,9 +56,11 @@ expect_refused 'protocol does I/O' protocol/x.cc '#include <sys/socket.h>' 'prot
 expect_refused 'the supervisor uses the host' supervisor/x.cc '#include "host/base/wire_errors.h"'
 expect_refused 'a public header includes an internal one' include/tether/x.h '#include "host/process/state.h"'
 expect_refused 'the host includes the supervisor' host/cli/x.cc '#include "supervisor/daemon.h"'
+expect_refused 'a file loose in host/' host/x.cc '' 'loose in host/'
+expect_refused 'an include of a loose host/ header' host/cli/x.cc '#include "host/session.h"' 'no loose headers'
 
 if ((failures > 0)); then
   echo "layering_test: $failures failed" >&2
   exit 1
 fi
-echo "layering_test: the real tree passes; 13 kinds of violation refused"
+echo "layering_test: the real tree passes; 15 kinds of violation refused"

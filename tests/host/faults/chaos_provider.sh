@@ -20,7 +20,7 @@ cleanup() {
 }
 trap cleanup EXIT
 # shellcheck source=/dev/null
-source "$here/../lib/${provider}_emulator.sh"
+source "$here/../../lib/${provider}_emulator.sh"
 # Per provider: its faults, the kinds that must fire (each > 0), and two
 # floors in % of the runs: exact runs (chaos_test --min-exact-percent) and
 # exact after one or more reconnects (--min-recovered-percent, which a

@@ -12,8 +12,8 @@
 # containers here.
 set -uo pipefail
 work=$(mktemp -d /tmp/tether-docker-test-XXXXXX)
-# shellcheck source=../lib/podman_docker.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../lib/podman_docker.sh"
+# shellcheck source=../../lib/podman_docker.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../lib/podman_docker.sh"
 stopped=
 cleanup() {
   [[ -z $stopped ]] || $podman_cmd rm -f -t 0 "$stopped" >/dev/null 2>&1 || true

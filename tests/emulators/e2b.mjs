@@ -262,7 +262,7 @@ class Proc {
     for (const s of this.streams) if (s.unflushed > kMaxUnflushedBytes) blocked = true;
     if (blocked === this.paused) return;
     this.paused = blocked;
-    if (blocked) this.pauses++;
+    if (blocked && ++this.pauses === 1) log.line('process', this.pid, 'output paused: a stream holds', kMaxUnflushedBytes, 'bytes unflushed');
     for (const pipe of [this.child.stdout, this.child.stderr]) {
       if (blocked) pipe.pause();
       else pipe.resume();

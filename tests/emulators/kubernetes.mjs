@@ -400,7 +400,7 @@ function runExec(ws, socket, command, opts, label) {
     const blocked = open && unflushed > kMaxUnflushedBytes;
     if (blocked === paused) return;
     paused = blocked;
-    if (blocked) pauses++;
+    if (blocked && ++pauses === 1) log.line(label, 'pid', child.pid, 'output paused: the socket holds', kMaxUnflushedBytes, 'bytes unflushed');
     for (const pipe of [child.stdout, child.stderr]) {
       if (blocked) pipe.pause();
       else pipe.resume();

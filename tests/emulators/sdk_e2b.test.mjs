@@ -400,9 +400,12 @@ test('backpressure: an unread stream blocks the process; memory bounded; every b
       req.end(envelope(0, { process: { cmd, args }, stdin: false }));
     });
     await waitFor(() => res, { what: 'the response headers' });
-    // The writer stalls (its pipe full, the emulator no longer reading it)
-    // well before its end: loopback socket buffers, one pipe and
-    // kMaxUnflushedBytes hold a few MiB, not 64.
+    // The emulator stops reading the writer's output (its own log says so:
+    // waited for, not inferred from a quiet writer, which a loaded machine
+    // also gives before the writer has even started), and then the writer
+    // stalls, its pipe full, well before its end: loopback socket buffers,
+    // one pipe and kMaxUnflushedBytes hold a few MiB, not 64.
+    await waitFor(() => /output paused/.test(emu.log()), { timeoutMs: 30_000, what: 'the emulator to pause the output' });
     const stalled = await progressWhenStalled(progress, 1000);
     const rss = rssBytes(emu.child.pid);
     assert.ok(stalled < total / 2, `the writer should block while nobody reads: it wrote ${stalled} of ${total} bytes`);

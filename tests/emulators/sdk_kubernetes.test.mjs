@@ -269,9 +269,12 @@ test('backpressure: an unread exec blocks the process; memory bounded; every byt
     let sock = null;
     const done = rawExec(info, { query, onOpen: (ws) => { ws.pause(); sock = ws; } });
     await waitFor(() => sock, { what: 'the exec to open' });
-    // The writer stalls (its pipe full, the emulator no longer reading it)
-    // well before its end: loopback socket buffers, one pipe and
-    // kMaxUnflushedBytes hold a few MiB, not 64.
+    // The emulator stops reading the writer's output (its own log says so:
+    // waited for, not inferred from a quiet writer, which a loaded machine
+    // also gives before the writer has even started), and then the writer
+    // stalls, its pipe full, well before its end: loopback socket buffers,
+    // one pipe and kMaxUnflushedBytes hold a few MiB, not 64.
+    await waitFor(() => /output paused/.test(emu.log()), { timeoutMs: 30_000, what: 'the emulator to pause the output' });
     const stalled = await progressWhenStalled(progress, 1000);
     const rss = rssBytes(emu.child.pid);
     assert.ok(stalled < total / 2, `the writer should block while nobody reads: it wrote ${stalled} of ${total} bytes`);

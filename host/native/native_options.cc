@@ -28,6 +28,33 @@ bool HeaderSafe(std::string_view value) {
   return true;
 }
 
+absl::Status CheckId(std::string_view who, std::string_view noun, std::string_view usage, std::string_view id,
+                     std::string_view extra) {
+  if (id.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(A(who), ": a ", A(noun), " is required (", A(usage), ")"));
+  }
+  if (id.size() > kMaxIdBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(A(who), ": the ", A(noun), " is too long (", kMaxIdBytes, " at most)"));
+  }
+  if (!PlainId(id, extra)) {
+    std::string also;
+    for (char c : extra) absl::StrAppend(&also, "'", absl::string_view(&c, 1), "', ");
+    return absl::InvalidArgumentError(
+        absl::StrCat(A(who), ": a ", A(noun), " is letters, digits, ", also, "'-' and '_'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ApiKeyOrEnv(std::string_view who, const char* env, std::string& key) {
+  if (key.empty()) key = Env(env);
+  if (key.empty()) return absl::UnauthenticatedError(absl::StrCat(A(who), ": set ", env, " to your API key"));
+  if (!HeaderSafe(key)) {
+    return absl::InvalidArgumentError(absl::StrCat(A(who), ": ", env, " contains a space or a control character"));
+  }
+  return absl::OkStatus();
+}
+
 bool PlainId(std::string_view id, std::string_view extra) {
   if (id.empty() || id.size() > kMaxIdBytes) return false;
   for (char c : id) {

@@ -22,6 +22,20 @@ bool HeaderSafe(std::string_view value);
 // Whether `id` is 1..128 letters, digits, '-', '_' or characters of `extra`.
 bool PlainId(std::string_view id, std::string_view extra = {});
 
+// The sandbox's id, as every factory checks it: required (given as
+// `usage`, "--sandbox ID"), at most 128 bytes, PlainId. `noun` names it in
+// the message ("sandbox id", "devbox id"); kInvalidArgument naming `who`:
+//   boat: a sandbox id is required (--sandbox ID)
+//   boat: the sandbox id is too long (128 at most)
+//   boat: a sandbox id is letters, digits, '-' and '_'
+absl::Status CheckId(std::string_view who, std::string_view noun, std::string_view usage, std::string_view id,
+                     std::string_view extra = {});
+
+// The account's API key: `key` as given, else $`env`. Neither:
+// kUnauthenticated "<who>: set <env> to your API key"; a space or a control
+// character: kInvalidArgument (it goes into a header), the key not quoted.
+absl::Status ApiKeyOrEnv(std::string_view who, const char* env, std::string& key);
+
 // An API URL that parses and is https:// (or http:// to a loopback
 // address); kInvalidArgument naming `who` ("boat") otherwise.
 absl::StatusOr<net::Url> ParseApiUrl(std::string_view who, std::string_view url);

@@ -122,16 +122,8 @@ class BoatTransport final : public native::NativeTransport {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Transport>> MakeBoatTransport(asio::any_io_executor ex, BoatOptions o) {
-  if (o.sandbox_id.empty()) return absl::InvalidArgumentError("boat: a sandbox id is required (--sandbox ID)");
-  if (o.sandbox_id.size() > 128) return absl::InvalidArgumentError("boat: the sandbox id is too long (128 at most)");
-  if (!native::PlainId(o.sandbox_id)) {
-    return absl::InvalidArgumentError("boat: a sandbox id is letters, digits, '-' and '_'");
-  }
-  if (o.api_key.empty()) o.api_key = native::Env("BOAT_API_KEY");
-  if (o.api_key.empty()) return absl::UnauthenticatedError("boat: set BOAT_API_KEY to your API key");
-  if (!native::HeaderSafe(o.api_key)) {
-    return absl::InvalidArgumentError("boat: BOAT_API_KEY contains a space or a control character");
-  }
+  if (absl::Status st = native::CheckId("boat", "sandbox id", "--sandbox ID", o.sandbox_id); !st.ok()) return st;
+  if (absl::Status st = native::ApiKeyOrEnv("boat", "BOAT_API_KEY", o.api_key); !st.ok()) return st;
   if (o.api_url.empty()) o.api_url = native::Env("BOAT_API_URL");
   if (o.api_url.empty()) {
     return absl::InvalidArgumentError("boat: the API URL is required: --endpoint URL or BOAT_API_URL");

@@ -231,9 +231,9 @@ class DaytonaTransport final : public native::NativeTransport {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Transport>> MakeDaytonaTransport(asio::any_io_executor ex, DaytonaOptions o) {
-  if (o.sandbox_id.empty()) return absl::InvalidArgumentError("daytona: a sandbox id is required (--sandbox ID)");
-  if (!native::PlainId(o.sandbox_id, ".")) {
-    return absl::InvalidArgumentError("daytona: a sandbox id is 1-128 letters, digits, '.', '-' and '_'");
+  if (absl::Status st = native::CheckId("daytona", "sandbox id", "--sandbox ID", o.sandbox_id, ".");
+      !st.ok()) {
+    return st;
   }
   bool jwt = false;
   if (o.api_key.empty()) o.api_key = native::Env("DAYTONA_API_KEY");

@@ -273,13 +273,8 @@ class E2bTransport final : public native::NativeTransport {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Transport>> MakeE2bTransport(asio::any_io_executor ex, E2bOptions o) {
-  if (o.sandbox_id.empty()) return absl::InvalidArgumentError("e2b: a sandbox id is required (--sandbox ID)");
-  if (o.sandbox_id.size() > 128) return absl::InvalidArgumentError("e2b: the sandbox id is too long");
-  if (!native::PlainId(o.sandbox_id)) {
-    return absl::InvalidArgumentError("e2b: a sandbox id is letters, digits, '-' and '_'");
-  }
-  if (o.api_key.empty()) o.api_key = native::Env("E2B_API_KEY");
-  if (o.api_key.empty()) return absl::UnauthenticatedError("e2b: set E2B_API_KEY to your API key");
+  if (absl::Status st = native::CheckId("e2b", "sandbox id", "--sandbox ID", o.sandbox_id); !st.ok()) return st;
+  if (absl::Status st = native::ApiKeyOrEnv("e2b", "E2B_API_KEY", o.api_key); !st.ok()) return st;
   if (o.api_url.empty()) o.api_url = native::Env("E2B_API_URL");
   if (o.api_url.empty()) {
     std::string domain = native::Env("E2B_DOMAIN");

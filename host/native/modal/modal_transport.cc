@@ -67,11 +67,7 @@ class ModalTransport final : public native::NativeTransport {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Transport>> MakeModalTransport(asio::any_io_executor ex, ModalOptions o) {
-  if (o.sandbox_id.empty()) return absl::InvalidArgumentError("modal: a sandbox id is required (--sandbox ID)");
-  if (o.sandbox_id.size() > 128) return absl::InvalidArgumentError("modal: the sandbox id is too long");
-  if (!native::PlainId(o.sandbox_id)) {
-    return absl::InvalidArgumentError("modal: a sandbox id is letters, digits, '-' and '_'");
-  }
+  if (absl::Status st = native::CheckId("modal", "sandbox id", "--sandbox ID", o.sandbox_id); !st.ok()) return st;
   // The SDK's sources, in its order: the environment, then ~/.modal.toml.
   modal::ModalProfile profile;
   std::string config = native::Env("MODAL_CONFIG_PATH");

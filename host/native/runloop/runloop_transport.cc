@@ -221,16 +221,8 @@ class RunloopTransport final : public native::NativeTransport {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Transport>> MakeRunloopTransport(asio::any_io_executor ex, RunloopOptions o) {
-  if (o.devbox_id.empty()) return absl::InvalidArgumentError("runloop: a devbox id is required (--devbox ID)");
-  if (o.devbox_id.size() > 128) return absl::InvalidArgumentError("runloop: the devbox id is too long (128 at most)");
-  if (!native::PlainId(o.devbox_id)) {
-    return absl::InvalidArgumentError("runloop: a devbox id is letters, digits, '-' and '_'");
-  }
-  if (o.api_key.empty()) o.api_key = native::Env("RUNLOOP_API_KEY");
-  if (o.api_key.empty()) return absl::UnauthenticatedError("runloop: set RUNLOOP_API_KEY to your API key");
-  if (!native::HeaderSafe(o.api_key)) {
-    return absl::InvalidArgumentError("runloop: RUNLOOP_API_KEY contains a space or a control character");
-  }
+  if (absl::Status st = native::CheckId("runloop", "devbox id", "--devbox ID", o.devbox_id); !st.ok()) return st;
+  if (absl::Status st = native::ApiKeyOrEnv("runloop", "RUNLOOP_API_KEY", o.api_key); !st.ok()) return st;
   if (o.api_url.empty()) o.api_url = native::Env("RUNLOOP_BASE_URL");
   if (o.api_url.empty()) o.api_url = std::string(kDefaultBaseUrl);
   absl::StatusOr<net::ClientOptions> api_options = native::ApiClientOptions("runloop", o.api_url, o.ca_file);

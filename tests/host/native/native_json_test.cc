@@ -1,7 +1,7 @@
 // native::JsonInteger: how every provider reads a JSON number as an exit code.
 #include "host/native/native_json.h"
 
-#include <doctest/doctest.h>
+#include <doctest.h>
 
 #include <cstdint>
 #include <limits>

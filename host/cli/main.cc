@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "host/cli/commands.h"
+#include "host/support/trace.h"
 #include "tether/errors.h"
 #include "tether/protocol/version.h"
 
@@ -64,6 +65,7 @@ __attribute__((section(".preinit_array"), used)) static void (*const tether_prep
 int main(int argc, char** argv) {
   // (Again, for a build whose loader skipped .preinit_array: idempotent.)
   tether::cli::PrepareStdio();
+  tether::internal::Trace("cli.main");
   // Signals meant for the job stay pending until our handlers exist (the
   // event loop unblocks them): a signal in the first milliseconds must not
   // kill tether either.

@@ -15,6 +15,7 @@
 #include "tether/errors.h"
 #include "host/net/internal/client_impl.h"
 #include "host/net/internal/tls.h"
+#include "host/support/trace.h"
 
 namespace tether::net {
 
@@ -207,6 +208,7 @@ asio::awaitable<absl::Status> ClientImpl::Connect(std::shared_ptr<Conn> conn) {
   if (conn->closed) co_return ClosedError(what);
   if (ec == asio::error::operation_aborted) co_return CancelledError(what);
   if (ec) co_return absl::UnavailableError(absl::StrCat(what, ": ", ec.message()));
+  tether::internal::Trace("net.connected", where);
   if (TlsSocket* tls = conn->stream.tls()) {
     absl::Status st = PrepareTls(*tls, u.host, options_.tls);
     if (!st.ok()) co_return st;
@@ -216,6 +218,7 @@ asio::awaitable<absl::Status> ClientImpl::Connect(std::shared_ptr<Conn> conn) {
                                            "connect_timeout");
     if (conn->closed) co_return ClosedError(what);
     if (ec) co_return HandshakeError(*tls, u.host, ec);
+    tether::internal::Trace("net.tls", where);
   }
   co_return absl::OkStatus();
 }

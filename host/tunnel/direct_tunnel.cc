@@ -8,6 +8,7 @@
 #include "host/tunnel/tunnels.h"
 #include "protocol/command_line.h"
 #include "protocol/envelope.h"
+#include "host/support/trace.h"
 
 namespace tether::tunnel {
 
@@ -24,8 +25,10 @@ class DirectTunnel final : public Tunnel {
                                                         wire::Hello hello, std::shared_ptr<Session>& session) override {
     protocol::LaunchCommand launch{.tunnel = protocol::LaunchTunnel::kDirect};
     std::vector<std::string> argv = protocol::ToArgv(launch, target.supervisor);
+    tether::internal::Trace("tunnel.exec");
     absl::StatusOr<std::unique_ptr<Channel>> l = co_await transport_.Exec(std::move(argv));
     if (!l.ok()) co_return l.status();
+    tether::internal::Trace("tunnel.exec_open");
     std::unique_ptr<Channel> launcher = *std::move(l);
     if (absl::Status st = co_await launcher->Write(launch_frame); !st.ok()) co_return st;
     // Nothing on success; an error frame when the launch was refused.
@@ -52,6 +55,7 @@ class DirectTunnel final : public Tunnel {
                                           std::string(ch.status().message()),
                                           diag.empty() ? "" : absl::StrCat("; its stderr: ", diag)));
     }
+    tether::internal::Trace("tunnel.connected");
     co_return co_await Handshake(*std::move(ch), std::move(hello), session);
   }
 

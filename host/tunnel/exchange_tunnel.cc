@@ -15,6 +15,7 @@
 #include "protocol/command_line.h"
 #include "protocol/envelope.h"
 #include "protocol/frame.h"
+#include "host/support/trace.h"
 
 namespace tether::tunnel {
 
@@ -57,8 +58,10 @@ class ExchangeTunnel final : public Tunnel {
       protocol::RelayCommand relay{.state_dir = target.state_dir, .relay_id = id, .init_file = init_path};
       argv = protocol::ToArgv(relay, target.supervisor);
     }
+    tether::internal::Trace("tunnel.exec");
     absl::StatusOr<std::string> out = co_await internal::RunOneShot(transport_, std::move(argv));
     if (!out.ok()) co_return out.status();
+    tether::internal::Trace("tunnel.exec_done");
     if (!absl::StrContains(*out, "tether-relay-ok")) {
       // The launcher reports a refused launch as an armored error frame.
       protocol::ArmorDecoder dec(protocol::ArmorDirection::kToHost);

@@ -19,6 +19,7 @@
 #include "host/tunnel/armored_channel.h"
 #include "host/tunnel/start_script.h"
 #include "host/tunnel/tunnels.h"
+#include "host/support/trace.h"
 #include "absl/strings/str_cat.h"
 #include "protocol/armor.h"
 #include "protocol/command_line.h"
@@ -268,8 +269,10 @@ class StreamTunnel final : public Tunnel {
   asio::awaitable<absl::StatusOr<wire::Welcome>> Run(std::vector<std::string> argv, std::string first,
                                                      wire::Hello hello, std::shared_ptr<Session>& session,
                                                      const Target* target = nullptr) {
+    tether::internal::Trace("tunnel.exec");
     absl::StatusOr<std::unique_ptr<Channel>> channel = co_await transport_.Exec(std::move(argv));
     if (!channel.ok()) co_return channel.status();
+    tether::internal::Trace("tunnel.exec_open");
     auto need = std::make_shared<std::string>();
     *channel = std::make_unique<NeedLineChannel>(*std::move(channel), need, text(), transport_.executor(), target);
     // Text: frames as armored lines, the Launch frame too.
@@ -278,6 +281,7 @@ class StreamTunnel final : public Tunnel {
     if (!first.empty()) session->SendFrame(std::move(first));
     hello.set_zstd(choice_.zstd);
     absl::StatusOr<wire::Welcome> welcome = co_await session->Handshake(std::move(hello));
+    tether::internal::Trace("tunnel.welcome", welcome.ok() ? "ok" : "failed");
     if (!welcome.ok() && !need->empty()) {
       session->Close();
       co_return StartNeedStatus(*need);

@@ -179,6 +179,7 @@ wire::Launch MakeLaunch(std::uint8_t config) {
 
 Harness::Harness(std::uint8_t config)
     : p_(MakeLaunch(config), std::string(sup::kTicketKeyBytes, 'k')), random_output_(config & kRandomOutput) {
+  p_.launched_at_s = wall_s_;  // (resend Hellos are taken for kResendWindowSeconds)
   if (config & kLaunchFailed) {
     p_.phase = wire::ProcessState::PHASE_FAILED;
     wire::Exit e;
@@ -249,6 +250,7 @@ void Harness::Send(Conn& c, Input& in) {
       h->set_max_version(tether::kProtocolVersion);
       h->set_control(f & 2);
       h->set_zstd(f & 4);
+      h->set_resend(f & 128);
       if (f & 64) h->set_window_bytes(static_cast<std::uint64_t>(in.U16()) * 64);
       switch ((f >> 3) & 3) {
         case 0: break;  // no ticket
@@ -424,6 +426,13 @@ void Harness::OnReply(Conn& c, const wire::Envelope& env) {
 void Harness::Perform(int k, const Action& a) {
   Conn& c = *conns_[k];
   switch (a.kind) {
+    case Action::kDisplaced: {
+      // A resent launch's Hello took the process from the connection that held it.
+      FUZZ_CHECK(holder_ >= 0 && holder_ != k && p_.held && !c.core->control());
+      conns_[holder_]->open = false;
+      holder_ = -1;
+      return;
+    }
     case Action::kAttached:
       FUZZ_CHECK(holder_ < 0 && p_.held && !c.core->control());
       holder_ = k;

@@ -112,8 +112,17 @@ absl::Status AttachmentCore::HandleHello(const wire::Envelope& env, std::int64_t
                                                    h.max_version(), ", supervisor speaks ", kProtocolVersion));
   }
   // The first attachment is the launching host's own; every later one comes
-  // from a reference (or a handle that reattaches) and shows its ticket.
-  if (p_.generation > 0) RETURN_IF_ERROR(p_.tickets.Check(h.ticket(), now_s));
+  // from a reference (or a handle that reattaches) and shows its ticket. A
+  // host whose launch answer was lost sends the Launch again with a resend
+  // Hello: it may have been the first attachment already, without ever
+  // receiving the Welcome and its ticket. It needs none early on, which
+  // opens nothing: any reference issued by then is valid for a day.
+  const bool resend = h.resend() && p_.launched_at_s > 0 && now_s >= p_.launched_at_s &&
+                      now_s - p_.launched_at_s < kResendWindowSeconds;
+  // (A resend with the right secret, even one refused as too late: a copy of
+  // its launch may still be on its way, so the record leaves a marker.)
+  if (h.resend()) p_.resent = true;
+  if (p_.generation > 0 && !resend) RETURN_IF_ERROR(p_.tickets.Check(h.ticket(), now_s));
   if (h.control()) {
     // Requests only: no generation of its own, no output, no exit record.
     authenticated_ = true;
@@ -131,7 +140,13 @@ absl::Status AttachmentCore::HandleHello(const wire::Envelope& env, std::int64_t
                                                      " has produced so far"));
     }
   }
-  if (p_.held) {
+  if (p_.held && resend) {
+    // The launching host sending its launch again: what holds the process
+    // is, but for a reopen in its first two minutes, its own earlier
+    // attempt, whose channel it has given up on and the daemon has not yet
+    // seen end. It would otherwise get BUSY for a lease.
+    actions->push_back({Action::kDisplaced});
+  } else if (p_.held) {
     return absl::UnavailableError(absl::StrCat(
         "busy: attachment generation ", p_.generation, " holds this process; it is freed by its disconnect or after ",
         p_.lease_ms(), " ms without requests"));

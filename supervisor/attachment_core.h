@@ -34,6 +34,7 @@ namespace tether::supervisor {
 // Something only the daemon can do, in the order the requests asked for it.
 struct Action {
   enum Kind {
+    kDisplaced,         // a resent launch's Hello takes the process: close the attachment holding it
     kAttached,          // this attachment now holds the process (Supervised::held, generation)
     kReleased,          // ring `arg` has free space: wake its pump
     kStdinReady,        // stdin bytes or EOF queued: wake the stdin pump

@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <boost/asio/co_spawn.hpp>
@@ -153,10 +154,17 @@ Daemon::Daemon(DaemonConfig config)
       kill_timer_(io_),
       drain_timer_(io_) {
   p_.supervisor_path = config_.supervisor_path;
+  p_.launched_at_s = static_cast<std::int64_t>(::time(nullptr));
 }
 
 void Daemon::Perform(const Action& action, Attachment& from) {
   switch (action.kind) {
+    case Action::kDisplaced:
+      if (auto held = attachment_.lock(); held && held.get() != &from) {
+        attachment_.reset();  // (so that its end is not taken for the new holder's)
+        held->Close();
+      }
+      return;
     case Action::kAttached:
       return Attached(from);
     case Action::kReleased:
@@ -257,9 +265,12 @@ void Daemon::Shutdown() {
   reaper_.Stop();
   hold_timer_.cancel();
   abandon_timer_.cancel();
-  // Files first: once the attachment closes, the host may look for them.
+  // Files first: once the attachment closes, the host may look for them. A
+  // resent launch leaves its marker first, so that there is never a moment
+  // without either: a copy of the launch still on its way then finds the
+  // marker and starts nothing. A marker the host wrote stays too.
+  if (p_.resent) LeaveCancelMarker(config_.state_dir);
   RemovePrivateDir(config_.state_dir);
-  ::unlink(CancelMarkerPath(config_.state_dir).c_str());
   boost::system::error_code ec;
   acceptor_.close(ec);
   if (auto a = attachment_.lock()) a->Close();

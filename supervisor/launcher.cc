@@ -142,6 +142,11 @@ bool LaunchCancelled(const std::string& state_dir) {
   return ::lstat(CancelMarkerPath(state_dir).c_str(), &st) == 0;
 }
 
+void LeaveCancelMarker(const std::string& state_dir) {
+  const int fd = ::open(CancelMarkerPath(state_dir).c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd >= 0) ::close(fd);
+}
+
 absl::Status ValidateLaunch(const wire::Launch& l) {
   if (l.launch_id().empty() || l.launch_id().size() > kMaxLaunchIdBytes) {
     return absl::InvalidArgumentError(absl::StrCat("launch id must be 1..", kMaxLaunchIdBytes, " bytes"));
@@ -248,7 +253,7 @@ int LaunchMain(const protocol::LaunchCommand& cmd, std::vector<std::string> ambi
   if (absl::Status st = ValidateLaunch(*launch); !st.ok()) return Report(cmd, wire::ERROR_INVALID_ARGUMENT, st);
   const std::string dir = launch->state_dir();
   if (LaunchCancelled(dir)) {
-    ::unlink(CancelMarkerPath(dir).c_str());
+    // (The marker stays: another copy of this launch may still come.)
     return Report(cmd, wire::ERROR_CANCELLED,
                   absl::CancelledError("launch cancelled: the host abandoned its setup and left a "
                                        "cancellation marker; nothing was started"));

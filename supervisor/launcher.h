@@ -25,10 +25,16 @@ inline constexpr std::size_t kMaxSecretBytes = 64;
 
 // The cancellation marker of a launch: "<state_dir>.cancel", beside the
 // private directory in the same private state root. A host that abandons a
-// setup writes it; a launch that finds it starts no child and reports
-// ERROR_CANCELLED instead.
+// setup writes it; a daemon whose launch was resent (Hello.resend) leaves
+// one as a tombstone when its record goes. A launch that finds it starts no
+// child and reports ERROR_CANCELLED instead, and leaves it in place: more
+// than one copy of a launch may still be on its way. Markers are removed
+// when an hour old (RemoveStaleCancelMarkers), by a later launch.
 std::string CancelMarkerPath(const std::string& state_dir);
 bool LaunchCancelled(const std::string& state_dir);
+// Writes the marker (best effort: a marker that cannot be written leaves
+// the late copy to find no directory, as before resends existed).
+void LeaveCancelMarker(const std::string& state_dir);
 
 // Checks a Launch before anything is created. kInvalidArgument with the reason.
 absl::Status ValidateLaunch(const wire::Launch& launch);

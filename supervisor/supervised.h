@@ -32,6 +32,9 @@ using protocol::kMaxOutputChunkBytes;
 inline constexpr std::size_t kDefaultWindowBytes = 1 << 20;  // output credit if Hello has none
 inline constexpr unsigned kLeaseMs = protocol::kDefaultLeaseMs;  // attachment lost after this idle
 inline constexpr unsigned kHelloTimeoutMs = 10 * 1000;       // to authenticate after connect
+// A resent launch's Hello (Hello.resend) needs no ticket this long after the
+// launch: every ticket issued by then is valid far longer (kTicketLifetimeSeconds).
+inline constexpr std::int64_t kResendWindowSeconds = 120;
 
 // Stream 0 is stdout, or the combined terminal output with a pty; 1 is stderr.
 wire::Stream StreamOf(int i, bool pty);
@@ -58,6 +61,11 @@ struct Supervised {
   bool held = false;               // an output attachment holds the process (busy for others)
   const TicketAuthority tickets;
   std::string supervisor_path;  // this binary, for Welcome
+  // When the daemon started (seconds since the epoch; 0: unknown, so no
+  // Hello counts as a resend), and whether a resent launch's Hello was
+  // accepted (Hello.resend): its record then leaves a tombstone.
+  std::int64_t launched_at_s = 0;
+  bool resent = false;
 };
 
 }  // namespace tether::supervisor

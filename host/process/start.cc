@@ -1,6 +1,7 @@
 // Process::Start and Process::Reopen: validating the request, installing
 // the supervisor, and attaching through the tunnel the transport's
 // capabilities choose (host/tunnel/).
+#include <algorithm>
 #include <csignal>
 
 #include <boost/asio/as_tuple.hpp>
@@ -17,6 +18,7 @@
 #include "host/support/cancelled.h"
 #include "host/process/state.h"
 #include "host/support/random.h"
+#include "host/support/trace.h"
 #include "host/process/reference.h"
 #include "tether/shell_setup.h"
 #include "tether/supervisor_binary.h"
@@ -33,6 +35,11 @@ namespace {
 constexpr std::size_t kSecretBytes = 32;
 using protocol::kDefaultLeaseMs;
 constexpr std::size_t kLaunchIdBytes = 16;
+// Resending a launch whose answer was lost (PROTOCOL.md 4.1).
+constexpr int kMaxLaunchResends = 4;
+constexpr std::chrono::milliseconds kFirstResendDelay{100};  // doubled per resend
+constexpr std::chrono::milliseconds kMaxResendWindow{60 * 1000};
+constexpr unsigned kDefaultLingerMs = 10 * 60 * 1000;  // the supervisor's (supervisor/daemon.h)
 constexpr std::size_t kMinOutputWindowBytes = 16 * 1024;
 constexpr std::size_t kMaxOutputWindowBytes = 64u << 20;
 using protocol::kMaxRingBytes;
@@ -190,6 +197,23 @@ wire::Envelope LaunchEnvelope(const StartOptions& options, const std::string& la
   return launch_env;
 }
 
+// A launch's channel ended before the Welcome (UNAVAILABLE), or the
+// transport lost the answer to the call that ran it (OUTCOME_UNKNOWN): the
+// launch may or may not have happened.
+bool LaunchAnswerLost(const absl::Status& st) {
+  return absl::IsUnavailable(st) || ErrorCodeOf(st) == ErrorCode::kOutcomeUnknown;
+}
+
+// How long after the first dispatch the same Launch may be sent again: the
+// first launch's record must be certain to live (an unattached daemon with
+// end_with_host ends after a lease; an exit record lasts a linger) and the
+// supervisor takes a resend Hello without a ticket for 120 s.
+std::chrono::milliseconds ResendWindow(const StartOptions& o) {
+  const std::chrono::milliseconds lease(o.lease_ms ? o.lease_ms : kDefaultLeaseMs);
+  const std::chrono::milliseconds linger(o.linger_ms ? o.linger_ms : kDefaultLingerMs);
+  return std::min({kMaxResendWindow, lease / 2, linger / 2});
+}
+
 core::OutputConfig OutputConfigOf(const StartOptions& options) {
   core::OutputConfig c;
   c.pty = options.pty.has_value();
@@ -247,7 +271,9 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   };
   absl::StatusOr<std::shared_ptr<Transport>> owner = Owner(transport);
   if (!owner.ok()) co_return owner.status();
+  internal::Trace("start.begin", transport.name());
   if (absl::Status st = co_await transport.Prepare(); !st.ok()) co_return st;
+  internal::Trace("start.prepared");
   absl::StatusOr<std::unique_ptr<tunnel::Tunnel>> tun = tunnel::MakeTunnel(transport);
   if (!tun.ok()) co_return tun.status();
   // Every native call of the setup (probe, upload, launch, handshake) is
@@ -289,10 +315,12 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
         co_await WithDeadline(transport.Probe(), setup_deadline, "probing the sandbox");
     if (co_await Cancelled()) co_return aborted_before_dispatch();
     if (!info.ok()) co_return SetupError(info.status());
+    internal::Trace("start.probed");
     absl::StatusOr<std::string> supervisor =
         co_await WithDeadline(InstallSupervisor(transport, *info), setup_deadline, "installing the supervisor");
     if (co_await Cancelled()) co_return aborted_before_dispatch();
     if (!supervisor.ok()) co_return SetupError(supervisor.status());
+    internal::Trace("start.installed");
     target.supervisor = *supervisor;
     target.state_dir = absl::StrCat(info->state_root, "/", launch_id);
   }
@@ -320,22 +348,55 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   absl::StatusOr<wire::Welcome> welcome = absl::UnavailableError("setup not finished");
   bool timed_out = false;
   bool launch_in_flight = true;  // by script: false while installing between launches
-  {
-    using namespace asio::experimental::awaitable_operators;
-    asio::steady_timer deadline(transport.executor(), setup_deadline);
-    asio::awaitable<absl::StatusOr<wire::Welcome>> launch =
-        by_script ? internal::LaunchByScript(*state, transport, upload, protocol::EncodeEnvelope(launch_env),
-                                   std::move(hello), &launch_in_flight)
-                  : state->tunnel->Launch(state->target, protocol::EncodeEnvelope(launch_env), std::move(hello),
-                                          state->session);
-    auto raced = co_await (std::move(launch) || state->CloseSessionAt(deadline));
-    if (raced.index() == 0) {
-      welcome = std::get<0>(std::move(raced));
-    } else {
-      timed_out = true;
+  bool aborted = false;
+  int resends = 0;
+  // A launch whose channel ended or whose answer was lost before the
+  // Welcome is sent again, the same Launch with a resend Hello: the
+  // supervisor starts a launch id once and attaches any copy to it
+  // (PROTOCOL.md 4.1), while the first launch's record is certain to live.
+  const auto resend_until = std::min(setup_deadline, std::chrono::steady_clock::now() + ResendWindow(options));
+  std::chrono::milliseconds resend_delay = kFirstResendDelay;
+  for (int attempt = 0;; ++attempt) {
+    wire::Hello h = hello;
+    if (attempt > 0) {
+      h.set_resend(true);
+      // A resent script says so: to the provider it is a new call (an
+      // emulator that flags a command sent again after its answer was lost
+      // sees that it is one on purpose), to the sandbox the same launch id.
+      if (by_script) state->target.start_script = absl::StrCat("# resend ", attempt, "\n", target.start_script);
+    }
+    {
+      using namespace asio::experimental::awaitable_operators;
+      asio::steady_timer deadline(transport.executor(), setup_deadline);
+      asio::awaitable<absl::StatusOr<wire::Welcome>> launch =
+          by_script ? internal::LaunchByScript(*state, transport, upload, protocol::EncodeEnvelope(launch_env),
+                                               std::move(h), &launch_in_flight)
+                    : state->tunnel->Launch(state->target, protocol::EncodeEnvelope(launch_env), std::move(h),
+                                            state->session);
+      auto raced = co_await (std::move(launch) || state->CloseSessionAt(deadline));
+      if (raced.index() == 0) {
+        welcome = std::get<0>(std::move(raced));
+      } else {
+        timed_out = true;
+      }
+    }
+    aborted = co_await Cancelled();
+    if (timed_out || aborted || welcome.ok() || !LaunchAnswerLost(welcome.status()) ||
+        internal::NotDispatched(welcome.status())) {
+      break;
+    }
+    if (attempt >= kMaxLaunchResends || std::chrono::steady_clock::now() + resend_delay >= resend_until) break;
+    internal::Trace("start.resend", ErrorCodeName(ErrorCodeOf(welcome.status())));
+    if (state->session) state->session->Close();
+    asio::steady_timer pause(transport.executor(), resend_delay);
+    co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+    resend_delay *= 2;
+    ++resends;
+    if (co_await Cancelled()) {
+      aborted = true;
+      break;
     }
   }
-  const bool aborted = co_await Cancelled();
   if (aborted) {
     // Abandoned after dispatch: the marker below must still be written.
     co_await asio::this_coro::reset_cancellation_state();
@@ -352,8 +413,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   }
   // A transport that lost the answer to the call that ran the launch says
   // OUTCOME_UNKNOWN itself (a 5xx after the call may have taken effect).
-  const bool lost = !welcome.ok() && (absl::IsUnavailable(welcome.status()) ||
-                                      ErrorCodeOf(welcome.status()) == ErrorCode::kOutcomeUnknown);
+  const bool lost = !welcome.ok() && LaunchAnswerLost(welcome.status());
   if (timed_out || aborted || lost) {
     // The Launch was dispatched and its fate is unknown: make sure a delayed
     // one never starts the child. Never launch again.
@@ -367,7 +427,9 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
         "setup ",
         aborted     ? std::string("was aborted after the launch was dispatched")
         : timed_out ? absl::StrCat("did not finish within ", options.setup_timeout_ms, " ms")
-                    : absl::StrCat("lost its connection: ", std::string(welcome.status().message())),
+                    : absl::StrCat("lost its connection", resends ? absl::StrCat(" (the launch was sent ",
+                                                                                1 + resends, " times)") : "",
+                                   ": ", std::string(welcome.status().message())),
         marker.ok() ? "; a cancellation marker stops a delayed launch from starting the process"
                     : absl::StrCat("; the cancellation marker could not be written: ",
                                    std::string(marker.message())),
@@ -401,6 +463,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   state->core.input.set_keep_copies(state->reconnect);
   state->ping_interval = std::chrono::milliseconds((options.lease_ms ? options.lease_ms : kDefaultLeaseMs) / 3);
   if (absl::Status st = state->Begin(*welcome); !st.ok()) co_return st;
+  internal::Trace("start.attached");
   co_return std::unique_ptr<Process>(new Process(std::move(state)));
 }
 

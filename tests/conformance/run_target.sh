@@ -30,9 +30,9 @@
 #             every case has 90 s), at random (seeded); also 5xx after the
 #             call took effect (1%, the answer lost) and 429 with Retry-After
 #             (2%); a command the emulator saw run twice fails the run. (A
-#             launch answered 5xx is OUTCOME_UNKNOWN, never sent again, and a
-#             case is run again once for it: at 5% + 3% two in a row failed
-#             1 run in 5.)
+#             launch answered 5xx is sent again under its launch id, a new
+#             relay and so a new command, at most 4 times (PROTOCOL.md 4.1);
+#             past that it is OUTCOME_UNKNOWN and its case is run again once.)
 #   runloop   the runloop provider against the Runloop emulator
 #             (tests/emulators/runloop.mjs) over TLS: the text tunnel over
 #             execute_async + SSE, streams ending with 408 every 2 s
@@ -41,11 +41,12 @@
 #             also 5xx after the call took effect (2%, the answer lost) and
 #             429 with Retry-After (1%); a command started twice, input
 #             applied twice or a resend before Retry-After (as the emulator
-#             sees them) fails the run. (A start whose execute_async or
-#             input meets a 5xx is OUTCOME_UNKNOWN, never sent again, and its
-#             case is run again once: at 3% + 2% two in a row failed a case
-#             in 1 run of 1, at 1% + 2% in none of 4
-#             once every case reported its start's own failure.)
+#             sees them) fails the run. (A start whose execute_async meets a
+#             5xx sends its launch again under the same launch id, in a start
+#             script marked as a resend, at most 4 times (PROTOCOL.md 4.1);
+#             input that meets a 5xx is OUTCOME_UNKNOWN, never sent again. A
+#             start that runs out of resends is OUTCOME_UNKNOWN and its case
+#             is run again once.)
 #   runloop-exchange  the runloop provider on an emulator where sending stdin
 #             kills the execution (--stdin-kills): tether must detect it and
 #             run the exchange tunnel over the synchronous execute
@@ -56,9 +57,9 @@
 #             5xx after the call took effect (the answer lost) and 429 with
 #             Retry-After; a command started twice or input applied twice
 #             (as the emulator sees them) fails the run. (Any 5xx on an input
-#             gives the bridge up, and a start that loses its bridge is
-#             OUTCOME_UNKNOWN, run again once: at 3% + 2% a case failed in 2
-#             runs of 6, at 1% + 1% in none of 5.)
+#             gives the bridge up; a start that loses its bridge sends its
+#             launch again under the same launch id, at most 4 times, then is
+#             OUTCOME_UNKNOWN and its case is run again once.)
 #   modal     the modal provider against the Modal emulator
 #             (tests/emulators/modal.mjs) over gRPC with TLS: the binary tunnel
 #             over the task command router

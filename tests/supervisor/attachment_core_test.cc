@@ -114,6 +114,82 @@ TEST_CASE("a hello takes the process: generation 1, Attached, and a second one i
   CHECK(busy[0].error().code() == wire::ERROR_BUSY);
 }
 
+TEST_CASE("a resend hello needs no ticket within 120 s of the launch, and one after; it marks the process resent") {
+  // The first attachment was granted and lost before its Welcome arrived
+  // (generation 1, nobody holds it): the launching host sends its Launch
+  // and Hello again, without a ticket (PROTOCOL.md 4.2 step 4).
+  const auto attach = [](std::int64_t launched_ago, bool resend) {
+    Fixture f;
+    f.p.generation = 1;
+    f.p.launched_at_s = kNow - launched_ago;
+    AttachmentCore core(f.p, Clock::now());
+    wire::Envelope hello = f.Hello();
+    hello.mutable_hello()->set_resend(resend);
+    const bool expired = resend ? launched_ago >= kResendWindowSeconds : true;
+    f.Send(core, hello, expired ? AttachmentCore::Step::kStop : AttachmentCore::Step::kHandled);
+    const std::vector<wire::Envelope> got = f.Read(core);
+    REQUIRE(got.size() == 1);
+    if (expired) {
+      CHECK(got[0].error().code() == wire::ERROR_EXPIRED);
+    } else {
+      CHECK(got[0].welcome().generation() == 2);
+      CHECK(got[0].welcome().ticket().mac().size() == 32);
+    }
+    return f.p.resent;
+  };
+  CHECK(attach(0, true));
+  CHECK(attach(kResendWindowSeconds - 1, true));
+  CHECK(attach(kResendWindowSeconds, true));  // refused, but its secret was right: still a resent launch
+  CHECK_FALSE(attach(5, false));              // an ordinary reattach still needs its ticket
+  // A daemon that does not know its start time (0) takes no resend without a ticket.
+  Fixture f;
+  f.p.generation = 1;
+  AttachmentCore core(f.p, Clock::now());
+  wire::Envelope hello = f.Hello();
+  hello.mutable_hello()->set_resend(true);
+  f.Send(core, hello, AttachmentCore::Step::kStop);
+  CHECK(f.Read(core).at(0).error().code() == wire::ERROR_EXPIRED);
+}
+
+TEST_CASE("a resend hello takes the process from the attachment holding it; an ordinary one gets BUSY") {
+  // The launching host gave up on its first attempt's channel before the
+  // daemon saw it end: that attempt still holds the process.
+  Fixture f;
+  f.p.launched_at_s = kNow - 1;
+  AttachmentCore first(f.p, Clock::now());
+  f.Send(first, f.Hello());
+  const wire::Ticket ticket = f.Read(first).at(0).welcome().ticket();
+  {
+    AttachmentCore other(f.p, Clock::now());
+    wire::Envelope hello = f.Hello();
+    *hello.mutable_hello()->mutable_ticket() = ticket;
+    f.replies = protocol::EnvelopeDecoder();
+    f.Send(other, hello, AttachmentCore::Step::kStop);
+    CHECK(f.Read(other).at(0).error().code() == wire::ERROR_BUSY);
+  }
+  AttachmentCore again(f.p, Clock::now());
+  wire::Envelope hello = f.Hello();
+  hello.mutable_hello()->set_resend(true);
+  f.replies = protocol::EnvelopeDecoder();
+  const std::vector<Action> actions = f.Send(again, hello);
+  REQUIRE(actions.size() >= 2);
+  CHECK(actions[0].kind == Action::kDisplaced);
+  CHECK(actions[1].kind == Action::kAttached);
+  CHECK(f.Read(again).at(0).welcome().generation() == 2);
+  CHECK(f.p.held);
+}
+
+TEST_CASE("a first attachment that is a resend takes generation 1 and marks the process resent") {
+  Fixture f;
+  f.p.launched_at_s = kNow - 1;
+  AttachmentCore core(f.p, Clock::now());
+  wire::Envelope hello = f.Hello();
+  hello.mutable_hello()->set_resend(true);
+  f.Send(core, hello);
+  CHECK(f.Read(core).at(0).welcome().generation() == 1);
+  CHECK(f.p.resent);
+}
+
 TEST_CASE("output stops at the window the host granted and resumes after its ack") {
   Fixture f;
   AttachmentCore core(f.p, Clock::now());

@@ -1653,7 +1653,68 @@ TEST_CASE("a cancelled launch never starts its child and leaves nothing behind")
   struct stat st;
   CHECK(::lstat(flag.c_str(), &st) != 0);               // the child never ran
   CHECK(::lstat(l.state_dir().c_str(), &st) != 0);      // no private directory
-  CHECK_FALSE(LaunchCancelled(l.state_dir()));          // the marker was consumed
+  // The marker stays (an hour): a second copy of the launch is refused too.
+  CHECK(LaunchCancelled(l.state_dir()));
+  Peer again({"launch"});
+  REQUIRE(again.SendAsIs(Wrap(l)));
+  CHECK(ExpectFatalError(again).code() == wire::ERROR_CANCELLED);
+  REQUIRE(again.WaitExit().has_value());
+  CHECK(::lstat(flag.c_str(), &st) != 0);
+  CHECK(::lstat(l.state_dir().c_str(), &st) != 0);
+}
+
+TEST_CASE("a resent launch attaches without a ticket early, never late, and leaves a marker when it ends") {
+  // The host's first Welcome was lost (here: it detaches at once and
+  // forgets the ticket); it sends the same Launch again with a resend
+  // Hello (PROTOCOL.md 4.1).
+  Sandbox sb;
+  const std::string flag = sb.tmp / "starts";
+  const wire::Launch l = sb.NewLaunch({"/bin/sh", "-c", "echo started >> " + flag + "; echo bye"}, false);
+  {
+    Attached a = sb.Start(l);
+    a.peer->Send(Detach());
+    Transcript t;
+    REQUIRE(a.peer->CollectUntilClosed(t).ok());
+  }
+  // Without the resend flag and without a ticket it is refused ...
+  {
+    // (An empty ticket: the Peer would otherwise show the one it was given.)
+    Peer p({"launch"});
+    REQUIRE(p.SendAsIs(Wrap(l)));
+    wire::Hello plain;
+    plain.mutable_ticket();
+    absl::StatusOr<wire::Envelope> reply = p.Hello(l.secret(), plain);
+    REQUIRE(reply.ok());
+    REQUIRE_MESSAGE(reply->has_error(), reply->DebugString());
+    CHECK(reply->error().code() == wire::ERROR_EXPIRED);
+  }
+  // ... with it, it reaches the first launch's child and its whole output.
+  Peer p({"launch"});
+  REQUIRE(p.SendAsIs(Wrap(l)));
+  wire::Hello resend;
+  resend.mutable_ticket();
+  resend.set_resend(true);
+  absl::StatusOr<wire::Envelope> reply = p.Hello(l.secret(), resend);
+  REQUIRE(reply.ok());
+  REQUIRE_MESSAGE(reply->has_welcome(), reply->DebugString());
+  CHECK(reply->welcome().generation() == 2);  // (the refused Hello took none)
+  Transcript t;
+  REQUIRE(p.CollectUntil(t, [](const Transcript& t) { return t.exit.has_value(); }).ok());
+  CHECK(t.data[0] == "bye\n");
+  p.Ack(t, /*exit=*/true);
+  REQUIRE(p.CollectUntilClosed(t).ok());
+  CHECK(Eventually([&] { return !PathExists(l.state_dir()); }, milliseconds(5000)));
+  // The record is gone and its marker is there: a copy of the launch that
+  // arrives now starts nothing.
+  CHECK(LaunchCancelled(l.state_dir()));
+  Peer late({"launch"});
+  REQUIRE(late.SendAsIs(Wrap(l)));
+  CHECK(ExpectFatalError(late).code() == wire::ERROR_CANCELLED);
+  REQUIRE(late.WaitExit().has_value());
+  std::ifstream f(flag);
+  std::stringstream all;
+  all << f.rdbuf();
+  CHECK(all.str() == "started\n");
 }
 
 TEST_CASE("a reattach needs the ticket of a reference: missing, altered or expired ones get EXPIRED") {

@@ -240,6 +240,9 @@ awaitable<std::string> RunBody(tether::Transport& chaos, Run& r, const std::stri
   absl::StatusOr<std::unique_ptr<tether::Process>> p = co_await tether::Process::Start(chaos, std::move(o));
   if (!p.ok()) {
     if (!Honest(p.status())) Broken(r, "start: " + Describe(p.status()));
+    // (Why, for the log: an honest start is still one the agent reports as failed.)
+    std::fprintf(stderr, "chaos: seed %llu: start %s: %.300s\n", static_cast<unsigned long long>(r.seed),
+                 std::string(CodeName(p.status())).c_str(), std::string(p.status().message()).c_str());
     co_return absl::StrCat("start ", CodeName(p.status()));
   }
   tether::Process& proc = **p;

@@ -64,22 +64,32 @@ class Sandbox {
   // Private state of finished processes is removed.
   // The supervisor removes them on its own once the exit is acknowledged
   // (or its linger ends), which may trail the host's last coroutine: wait
-  // up to `patience` for none to be left, not a fixed time.
+  // up to `patience` for none to be left, not a fixed time. Cancellation
+  // markers are not counted (Markers()): they stay an hour on purpose.
   std::size_t LeftoverStateDirs(std::chrono::milliseconds patience = std::chrono::seconds(10)) const {
     const auto deadline = std::chrono::steady_clock::now() + patience;
     while (true) {
-      std::error_code ec;
-      std::size_t n = 0;
-      for (const auto& e : std::filesystem::directory_iterator(root_ + "/run", ec)) {
-        (void)e;
-        ++n;
-      }
+      const std::size_t n = Entries(false);
       if (n == 0 || std::chrono::steady_clock::now() >= deadline) return n;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
+  // Cancellation markers (<launch id>.cancel) in the state root.
+  std::size_t Markers() const { return Entries(true); }
 
  private:
+  std::size_t Entries(bool markers) const {
+    std::error_code ec;
+    std::size_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(root_ + "/run", ec)) {
+      const std::string name = e.path().filename().string();
+      const bool marker = name.size() > 7 && name.compare(name.size() - 7, 7, ".cancel") == 0 &&
+                          e.is_regular_file(ec);
+      n += marker == markers;
+    }
+    return n;
+  }
+
   std::string root_;
 };
 

@@ -434,7 +434,7 @@ TEST_CASE("a cold start aborted during its inline upload is OUTCOME_UNKNOWN and 
 TEST_CASE("a start aborted after dispatch is OUTCOME_UNKNOWN and the late launch never starts") {
   Sandbox sb;
   sb.Run([&sb](Transport& t) -> awaitable<void> {
-    co_await WarmUp(t);  // the late launch is the supervisor's, which takes the marker
+    co_await WarmUp(t);  // the late launch is the supervisor's, which finds the marker
     auto slow_owner = std::make_shared<SlowTransport>(t, milliseconds(800));
     SlowTransport& slow = *slow_owner;
     const std::string flag = sb.root() + "/child-ran";

@@ -625,7 +625,7 @@ TEST_CASE("resize without a pty is unsupported, and bad terminal sizes are refus
 TEST_CASE("a setup that times out after dispatch is OUTCOME_UNKNOWN and the late launch never starts") {
   Sandbox sb;
   sb.Run([&sb](Transport& t) -> awaitable<void> {
-    co_await WarmUp(t);  // the late launch is the supervisor's, which takes the marker
+    co_await WarmUp(t);  // the late launch is the supervisor's, which finds the marker
     auto slow_owner = std::make_shared<SlowTransport>(t, std::chrono::milliseconds(1000));
     SlowTransport& slow = *slow_owner;
     const std::string flag = sb.root() + "/child-ran";
@@ -648,7 +648,8 @@ TEST_CASE("a setup that times out after dispatch is OUTCOME_UNKNOWN and the late
     REQUIRE(slow.landed() == 1);
     CHECK(!std::filesystem::exists(flag));
   });
-  CHECK(sb.LeftoverStateDirs() == 0);  // the late launcher consumed the marker
+  CHECK(sb.LeftoverStateDirs() == 0);
+  CHECK(sb.Markers() == 1);  // it stays, for any other copy of the launch
 }
 
 
@@ -1212,7 +1213,7 @@ void LateLaunchFindsTheMarker() {
   const std::string flag = sb.root() + "/late-launch-ran";
   sb.Run([&](Transport& t) -> awaitable<void> {
     // The supervisor is in place, so the late launch is the supervisor's
-    // (which takes the marker) and the only file calls are the marker's.
+    // (which finds the marker) and the only file calls are the marker's.
     co_await WarmUp(t);
     auto late = std::make_shared<Late>(t);
     StartOptions o = Opts();
@@ -1232,8 +1233,9 @@ void LateLaunchFindsTheMarker() {
     REQUIRE(late->landed() == 1);  // the launch arrived and its launcher ended
     CHECK_FALSE(std::filesystem::exists(flag));
   });
-  // The launcher took the marker away and left no state directory.
+  // The launcher left no state directory, and the marker for any other copy.
   CHECK(sb.LeftoverStateDirs() == 0);
+  CHECK(sb.Markers() == 1);
 }
 
 TEST_CASE("a cancellation marker whose first writes are cut is written again, and the late launch starts nothing") {

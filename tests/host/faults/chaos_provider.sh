@@ -37,21 +37,26 @@ source "$here/../../lib/${provider}_emulator.sh"
 #   modal    exact 15,15,15   recovered 5,3,4
 # (Daytona and boat runs also failed 1-2 seeds then, from the lost5xx fault:
 # a start answered 409 or a lost upload; those count against exact too.)
+# Since a lost launch is sent again under its launch id (PROTOCOL.md 4.1),
+# 2 runs each: daytona exact 21,22, runloop 22,22, boat 23,23, modal 24,24,
+# the daytona and runloop unknowns setup timeouts of seeds 14 and 19. The
+# exact floors are now 70 % (17 of 24) and 75 % (18), each above what every
+# run before the resends gave.
 rc=0
 case $provider in
   daytona) start_daytona_emulator "$work" --faults seed=2,cut=0.1,http5xx=0.02,slow=0.02,lost5xx=0.02,http429=0.01 \
              || rc=$?; pid=${daytona_pid:-}
-           kinds=(cut http5xx slow lost5xx http429) min_exact=35 min_recovered=15 ;;
+           kinds=(cut http5xx slow lost5xx http429) min_exact=70 min_recovered=15 ;;
   runloop) start_runloop_emulator "$work" --sse-ms 2000 \
              --faults seed=2,cut=0.25,http5xx=0.04,slow=0.04,stall=0.04,lost5xx=0.02,http429=0.01 \
              || rc=$?; pid=${runloop_pid:-}
-           kinds=(cut http5xx slow stall lost5xx http429) min_exact=40 min_recovered=8 ;;
+           kinds=(cut http5xx slow stall lost5xx http429) min_exact=70 min_recovered=8 ;;
   modal) start_modal_emulator "$work" --faults seed=2,cut=0.2,unavailable=0.06,slow=0.04,expire || rc=$?
          pid=${modal_pid:-}
-         kinds=(cut unavailable slow expire) min_exact=45 min_recovered=4 ;;
+         kinds=(cut unavailable slow expire) min_exact=75 min_recovered=4 ;;
   boat) start_boat_emulator "$work" --faults seed=2,http5xx=0.06,slow=0.04,lost5xx=0.02,http429=0.01 || rc=$?
         pid=${boat_pid:-}
-        kinds=(http5xx slow lost5xx http429) min_exact=45 min_recovered=0 ;;
+        kinds=(http5xx slow lost5xx http429) min_exact=75 min_recovered=0 ;;
   *) echo "chaos_provider.sh: no emulator for '$provider'" >&2; exit 2 ;;
 esac
 [[ $rc -ne 77 ]] || { echo "cannot run the $provider emulator here: skipped"; exit 77; }

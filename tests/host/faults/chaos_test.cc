@@ -75,9 +75,11 @@ constexpr int kExitCode = 7;
 // `chaos` test: 1000 seeds in release, 200 under ASan). Measured in release
 // on 2 busy cores (December 2026): exact 64.8-65.5 % of 1000 seeds (4 runs)
 // and 62.5-64.5 % of 200 (3 runs), exact after reconnecting 20.0 % of 1000
-// and 15.0 % of 200. The floors are about four fifths and half of the
-// lowest: timing under ASan moves some runs between exact and honest.
-constexpr double kDefaultMinExactPercent = 50;
+// and 15.0 % of 200; since a lost launch is sent again under its launch id
+// (PROTOCOL.md 4.1), exact 91.0-91.1 % of 1000 (2 runs). The floors are
+// about four fifths and half of the lowest: timing under ASan moves some
+// runs between exact and honest. (72 % fails without the resends.)
+constexpr double kDefaultMinExactPercent = 72;
 constexpr double kDefaultMinRecoveredPercent = 7;
 
 struct Totals {

@@ -14,8 +14,8 @@
 //
 // Rules every call keeps:
 // - Certificates are verified by default (the system store, plus a CA the
-//   caller names), with SNI and host name checks; a bad certificate is a
-//   kUnavailable error that says so. Plain http:// and ws:// are refused
+//   caller names), with SNI and host name checks; a bad certificate is an
+//   UntrustedServerError (below) that says why, never retried. Plain http:// and ws:// are refused
 //   unless the host is a loopback address (127.0.0.0/8, ::1, localhost);
 //   unix:// (HTTP over a Unix socket, the Docker default) is local by
 //   definition.
@@ -128,6 +128,14 @@ inline bool IsSuccess(const Response& r) { return r.status >= 200 && r.status < 
 // + the server's message (a JSON "message" field, else the body's first 200
 // printable bytes).
 absl::Status HttpError(const Response& r, std::string_view what);
+
+// A server whose TLS certificate failed verification (expired, for another
+// name, from a CA not trusted): kPermissionDenied, "<message> (not
+// retried: ...)". Not kUnavailable: every retry loop retries that, and a
+// certificate does not get better in a second (a start that retried it
+// would end in OUTCOME_UNKNOWN for a launch that was never sent). Nothing
+// was sent over the connection.
+absl::Status UntrustedServerError(std::string_view message);
 
 // A response body read as it arrives (sized, chunked, or to the close). It
 // owns its connection, which is closed (never pooled) when it goes.

@@ -91,8 +91,8 @@ absl::Status HandshakeError(TlsSocket& s, std::string_view host_view, const boos
   std::string host(host_view);
   long verify = SSL_get_verify_result(s.native_handle());
   if (verify != X509_V_OK) {
-    return absl::UnavailableError(absl::StrCat("TLS handshake with ", host,
-                                               ": certificate verify failed: ", X509_verify_cert_error_string(verify)));
+    return UntrustedServerError(absl::StrCat("TLS handshake with ", host, ": certificate verify failed: ",
+                                             X509_verify_cert_error_string(verify)));
   }
   return absl::UnavailableError(absl::StrCat("TLS handshake with ", host, ": ", ec.message()));
 }

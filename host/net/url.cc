@@ -183,6 +183,12 @@ std::string_view Response::header(std::string_view name) const {
   return {};
 }
 
+absl::Status UntrustedServerError(std::string_view message) {
+  return absl::PermissionDeniedError(absl::StrCat(std::string(message),
+                                                  " (not retried: check the CA the server's certificate comes from, "
+                                                  "the host name it is reached by, and this machine's clock)"));
+}
+
 absl::Status HttpError(const Response& r, std::string_view what) {
   std::string message = absl::StrCat(std::string(what), ": HTTP ", r.status);
   std::string server = ServerMessage(r.body);

@@ -272,7 +272,9 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   absl::StatusOr<std::shared_ptr<Transport>> owner = Owner(transport);
   if (!owner.ok()) co_return owner.status();
   internal::Trace("start.begin", transport.name());
-  if (absl::Status st = co_await transport.Prepare(); !st.ok()) co_return st;
+  // (a sandbox not found, a key or certificate refused: tether's failure,
+  // not the child's 127 or 126)
+  if (absl::Status st = co_await transport.Prepare(); !st.ok()) co_return SetupError(st);
   internal::Trace("start.prepared");
   absl::StatusOr<std::unique_ptr<tunnel::Tunnel>> tun = tunnel::MakeTunnel(transport);
   if (!tun.ok()) co_return tun.status();

@@ -4,7 +4,9 @@
 # CA tether is told to trust, but expired (January 2020) or for another
 # name (elsewhere.invalid); tether must refuse the connection, say why, and
 # send nothing: the emulator's request log stays empty, so no credential
-# went over a connection it should not trust.
+# went over a connection it should not trust. A refused certificate is not
+# retried (it does not get better in a second) and is never
+# OUTCOME_UNKNOWN: nothing was sent, so nothing can have started.
 #
 #   tests/cli/tls_test.sh path/to/tether
 #
@@ -53,6 +55,13 @@ for kind in good expired wrong-host; do
       else
         fail "$p: a certificate that is $kind is refused, saying '$want' (and no gRPC log line)" "status $STATUS" \
           "$(head -c 1200 "$WORK/$p-$kind.err")"
+      fi
+      if [[ $STATUS -eq 125 ]] && grep -q '(not retried: ' "$WORK/$p-$kind.err" &&
+        ! grep -q 'OUTCOME_UNKNOWN\|was sent [0-9]* times\|marker' "$WORK/$p-$kind.err"; then
+        pass "$p: a certificate that is $kind fails the start at once: not retried, not OUTCOME_UNKNOWN"
+      else
+        fail "$p: a certificate that is $kind fails the start at once: not retried, not OUTCOME_UNKNOWN" \
+          "status $STATUS" "$(head -c 1200 "$WORK/$p-$kind.err")"
       fi
       if [[ $requests -eq 0 ]]; then
         pass "$p: over a $kind certificate no request reached the server"

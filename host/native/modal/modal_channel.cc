@@ -153,7 +153,7 @@ class StdioReader : public std::enable_shared_from_this<StdioReader> {
       if (!rs.ok()) failure_ = rs;
       co_return failure_;
     }
-    if (!Retryable(st.error_code()) || retries_ >= kMaxRetries) {
+    if (!Retryable(st) || retries_ >= kMaxRetries) {
       failure_ = FromGrpc(st, what);
       co_return failure_;
     }

@@ -3,7 +3,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "host/net/http.h"
 #include "host/native/modal/modal_client.grpc.pb.h"
 
 namespace tether::modal {
@@ -58,14 +60,28 @@ std::shared_ptr<grpc::Channel> MakeChannel(const GrpcTarget& t, bool tls, const 
 
 }  // namespace
 
-bool Retryable(grpc::StatusCode code) {
-  return code == grpc::StatusCode::DEADLINE_EXCEEDED || code == grpc::StatusCode::UNAVAILABLE ||
-         code == grpc::StatusCode::CANCELLED || code == grpc::StatusCode::INTERNAL ||
-         code == grpc::StatusCode::UNKNOWN;
+bool CertificateRefused(const grpc::Status& st) {
+  // gRPC 1.51's words: "... Ssl handshake failed: ... certificate verify
+  // failed" (OpenSSL's chain check: expired, an untrusted CA) and "Peer name
+  // <name> is not in peer certificate" (its own name check).
+  const std::string& m = st.error_message();
+  return st.error_code() == grpc::StatusCode::UNAVAILABLE &&
+         (absl::StrContains(m, "certificate verify failed") || absl::StrContains(m, "is not in peer certificate"));
+}
+
+bool Retryable(const grpc::Status& st) {
+  const grpc::StatusCode code = st.error_code();
+  return (code == grpc::StatusCode::DEADLINE_EXCEEDED || code == grpc::StatusCode::UNAVAILABLE ||
+          code == grpc::StatusCode::CANCELLED || code == grpc::StatusCode::INTERNAL ||
+          code == grpc::StatusCode::UNKNOWN) &&
+         !CertificateRefused(st);
 }
 
 absl::Status FromGrpc(const grpc::Status& st, std::string_view what) {
   if (st.ok()) return absl::OkStatus();
+  if (CertificateRefused(st)) {
+    return net::UntrustedServerError(absl::StrCat("modal: ", A(what), ": ", st.error_message()));
+  }
   // gRPC's and absl's canonical codes are the same numbers.
   return absl::Status(static_cast<absl::StatusCode>(st.error_code()),
                       absl::StrCat("modal: ", A(what), ": ", st.error_message()));
@@ -96,7 +112,7 @@ asio::awaitable<grpc::Status> ModalSession::ControlCall(const Req& req, Resp* re
       if (!a.ok()) co_return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string(a.message()));
       continue;
     }
-    if (!Retryable(st.error_code()) || attempt >= kMaxRetries) co_return st;
+    if (!Retryable(st) || attempt >= kMaxRetries) co_return st;
     asio::steady_timer t(ex_, delay);
     auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
     if (ec) co_return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
@@ -132,7 +148,7 @@ asio::awaitable<absl::Status> ModalSession::AuthToken(bool renew) {
                              "modal: the token (MODAL_TOKEN_ID / MODAL_TOKEN_SECRET or ~/.modal.toml) was refused");
     }
     asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
-    if (cs.cancelled() != asio::cancellation_type::none || !Retryable(st.error_code()) || attempt >= kMaxRetries) {
+    if (cs.cancelled() != asio::cancellation_type::none || !Retryable(st) || attempt >= kMaxRetries) {
       co_return FromGrpc(st, "AuthTokenGet");
     }
     asio::steady_timer t(ex_, delay);

@@ -36,9 +36,14 @@ using RouterStub = ::modal::task_command_router::TaskCommandRouter::Stub;
 inline constexpr int kMaxMetadataBytes = 16 << 10;
 
 // The codes the SDK retries unary calls on (DEADLINE_EXCEEDED, UNAVAILABLE,
-// CANCELLED, INTERNAL, UNKNOWN).
-bool Retryable(grpc::StatusCode code);
-// A gRPC status as a Status with `what` in front ("modal: TaskExecStart: ...").
+// CANCELLED, INTERNAL, UNKNOWN), but never a server whose certificate failed
+// verification: gRPC says UNAVAILABLE for that too, and only in its message.
+bool Retryable(const grpc::Status& st);
+// Whether `st` is gRPC's "the server's certificate failed verification"
+// (expired, another name, an untrusted CA).
+bool CertificateRefused(const grpc::Status& st);
+// A gRPC status as a Status with `what` in front ("modal: TaskExecStart:
+// ..."); a refused certificate is net::UntrustedServerError.
 absl::Status FromGrpc(const grpc::Status& st, std::string_view what);
 
 inline constexpr int kMaxRetries = 10;                          // per call, as the SDK
@@ -101,7 +106,7 @@ class ModalSession : public std::enable_shared_from_this<ModalSession> {
         if (!rs.ok()) co_return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string(rs.message()));
         continue;
       }
-      if (!Retryable(st.error_code()) || attempt >= max_retries) co_return st;
+      if (!Retryable(st) || attempt >= max_retries) co_return st;
       asio::steady_timer t(co_await asio::this_coro::executor, delay);
       auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
       if (ec) co_return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");

@@ -23,8 +23,8 @@ absl::StatusOr<std::shared_ptr<boost::asio::ssl::context>> MakeTlsContext(const 
 // SNI (for names, not IP literals) and the host check for `host`.
 absl::Status PrepareTls(TlsSocket& s, std::string_view host, const TlsOptions& options);
 
-// "TLS handshake with <host>: certificate verify failed: <reason>" or the
-// TLS error, kUnavailable.
+// "TLS handshake with <host>: certificate verify failed: <reason>" (an
+// UntrustedServerError, never retried) or the TLS error, kUnavailable.
 absl::Status HandshakeError(TlsSocket& s, std::string_view host, const boost::system::error_code& ec);
 
 }  // namespace tether::net::internal

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "host/native/modal/modal_channel.h"
 #include "host/native/modal/modal_client.grpc.pb.h"
 #include "host/native/modal/grpc_asio.h"
@@ -164,16 +165,39 @@ TEST_CASE("NewExecId is a fresh version 4 UUID") {
 }
 
 TEST_CASE("Retryable: the codes the SDK retries, and no others") {
-  CHECK(Retryable(grpc::StatusCode::UNAVAILABLE));
-  CHECK(Retryable(grpc::StatusCode::DEADLINE_EXCEEDED));
-  CHECK(Retryable(grpc::StatusCode::CANCELLED));
-  CHECK(Retryable(grpc::StatusCode::INTERNAL));
-  CHECK(Retryable(grpc::StatusCode::UNKNOWN));
-  CHECK_FALSE(Retryable(grpc::StatusCode::UNAUTHENTICATED));
-  CHECK_FALSE(Retryable(grpc::StatusCode::NOT_FOUND));
-  CHECK_FALSE(Retryable(grpc::StatusCode::INVALID_ARGUMENT));
-  CHECK_FALSE(Retryable(grpc::StatusCode::OUT_OF_RANGE));
+  auto code = [](grpc::StatusCode c) { return grpc::Status(c, "x"); };
+  CHECK(Retryable(code(grpc::StatusCode::UNAVAILABLE)));
+  CHECK(Retryable(code(grpc::StatusCode::DEADLINE_EXCEEDED)));
+  CHECK(Retryable(code(grpc::StatusCode::CANCELLED)));
+  CHECK(Retryable(code(grpc::StatusCode::INTERNAL)));
+  CHECK(Retryable(code(grpc::StatusCode::UNKNOWN)));
+  CHECK_FALSE(Retryable(code(grpc::StatusCode::UNAUTHENTICATED)));
+  CHECK_FALSE(Retryable(code(grpc::StatusCode::NOT_FOUND)));
+  CHECK_FALSE(Retryable(code(grpc::StatusCode::INVALID_ARGUMENT)));
+  CHECK_FALSE(Retryable(code(grpc::StatusCode::OUT_OF_RANGE)));
   CHECK(FromGrpc(grpc::Status(grpc::StatusCode::NOT_FOUND, "x"), "Call").code() == absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("Retryable: a refused certificate is not retried, and says so") {
+  // gRPC 1.51's own messages (UNAVAILABLE both): OpenSSL's chain check, and
+  // gRPC's name check.
+  const grpc::Status expired(grpc::StatusCode::UNAVAILABLE,
+                             "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: Ssl "
+                             "handshake failed: SSL_ERROR_SSL: error:0A000086:SSL routines::certificate verify failed");
+  const grpc::Status name(grpc::StatusCode::UNAVAILABLE, "Peer name 127.0.0.1 is not in peer certificate");
+  const grpc::Status reset(grpc::StatusCode::UNAVAILABLE, "Connection reset by peer");
+  for (const grpc::Status& st : {expired, name}) {
+    CHECK(CertificateRefused(st));
+    CHECK_FALSE(Retryable(st));
+    const absl::Status got = FromGrpc(st, "AuthTokenGet");
+    CHECK(got.code() == absl::StatusCode::kPermissionDenied);
+    CHECK(absl::StrContains(got.message(), "modal: AuthTokenGet: "));
+    CHECK(absl::StrContains(got.message(), "not retried"));
+  }
+  CHECK_FALSE(CertificateRefused(reset));
+  CHECK(Retryable(reset));
+  // (the words alone, on another code, are the server's own message)
+  CHECK_FALSE(CertificateRefused(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "certificate verify failed")));
 }
 
 // ---- the factory -------------------------------------------------------------------

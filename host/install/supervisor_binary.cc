@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "host/install/build_paths.h"
 #include "host/support/cancelled.h"
 #include "host/support/off_loop.h"
 #include "protocol/sha256.h"
@@ -52,15 +53,11 @@ std::vector<fs::path> Candidates(const std::string& arch) {
   std::vector<fs::path> out;
   if (const char* d = std::getenv("TETHER_SUPERVISOR_DIR"); d && *d) out.push_back(fs::path(d) / name);
   if (internal::only_supervisor_dir) return out;
-#ifdef TETHER_BUILD_SUPERVISOR_DIR
-  out.push_back(fs::path(TETHER_BUILD_SUPERVISOR_DIR) / name);
-#endif
+  if (*internal::kBuildSupervisorDir) out.push_back(fs::path(internal::kBuildSupervisorDir) / name);
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) out.push_back(exe.parent_path().parent_path() / "libexec" / "tether" / name);
-#ifdef TETHER_INSTALL_LIBEXEC_DIR
-  out.push_back(fs::path(TETHER_INSTALL_LIBEXEC_DIR) / "tether" / name);
-#endif
+  if (*internal::kInstallLibexecDir) out.push_back(fs::path(internal::kInstallLibexecDir) / "tether" / name);
   return out;
 }
 

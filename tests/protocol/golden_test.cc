@@ -15,6 +15,8 @@
 
 #include <doctest.h>
 
+#include "tests/build_paths.h"
+
 #include "tests/protocol/test_util.h"
 
 namespace tether::protocol {
@@ -26,7 +28,7 @@ using testing::FeedArmor;
 using testing::FeedFrames;
 
 std::string ReadGolden(const std::string& name) {
-  const std::string path = std::string(TETHER_TEST_DATA_DIR) + "/" + name;
+  const std::string path = std::string(::tether::testing::kTestDataDir) + "/" + name;
   std::ifstream f(path, std::ios::binary);
   REQUIRE_MESSAGE(f.good(), "cannot read " << path);
   return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());

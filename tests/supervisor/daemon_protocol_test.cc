@@ -42,6 +42,8 @@
 
 #include <doctest.h>
 
+#include "tests/build_paths.h"
+
 #include "absl/strings/str_split.h"
 #include "protocol/envelope.h"
 #include "protocol/frame.h"
@@ -73,7 +75,7 @@ using testing::WaitPid;
 // (for example a static musl build of the same tree).
 const char* SupervisorPath() {
   const char* p = std::getenv("TETHER_TEST_SUPERVISOR");
-  return p != nullptr && *p != '\0' ? p : TETHER_NATIVE_SUPERVISOR;
+  return p != nullptr && *p != '\0' ? p : ::tether::testing::kNativeSupervisorPath;
 }
 
 // Reads a small /proc file; empty when it is gone.

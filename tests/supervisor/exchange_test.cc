@@ -24,6 +24,8 @@
 
 #include <doctest.h>
 
+#include "tests/build_paths.h"
+
 #include "protocol/envelope.h"
 #include "protocol/exchange_format.h"
 #include "supervisor/proc.h"
@@ -47,7 +49,7 @@ struct Ran {
 // The supervisor under test: the native build's, or $TETHER_TEST_SUPERVISOR.
 const char* SupervisorPath() {
   const char* p = std::getenv("TETHER_TEST_SUPERVISOR");
-  return p != nullptr && *p != '\0' ? p : TETHER_NATIVE_SUPERVISOR;
+  return p != nullptr && *p != '\0' ? p : ::tether::testing::kNativeSupervisorPath;
 }
 
 // Runs the supervisor with `args`; stdout captured, stderr inherited.

@@ -10,6 +10,8 @@
 
 #include <doctest.h>
 
+#include "tests/build_paths.h"
+
 #include "absl/strings/str_cat.h"
 #include "tests/supervisor/test_util.h"
 
@@ -81,7 +83,7 @@ TEST_CASE("the private-dir line is missing, naming every cause, when no candidat
   CHECK_FALSE(PrivateDirCheck({}).ok);
 }
 
-const std::string kExe = TETHER_NATIVE_SUPERVISOR;
+const std::string kExe = ::tether::testing::kNativeSupervisorPath;
 const std::string kTether = absl::StrCat("tether-", ::geteuid());
 
 TEST_CASE("ProbeRoot accepts a writable directory that can execute, and leaves nothing behind") {

@@ -50,6 +50,7 @@ foreach(_arch IN LISTS TETHER_MUSL_ARCHES)
       "-DTETHER_MUSL_PREFIX=${TETHER_CACHE_DIR}/musl/${_target}"
       "-DTETHER_MUSL_BOOST_INCLUDE=${TETHER_CACHE_DIR}/musl/boost-include"
       "-DTETHER_CACHE_DIR=${TETHER_CACHE_DIR}"
+      "-DTETHER_CCACHE=${TETHER_CCACHE}"
       -DTETHER_TESTS=OFF
     # Linked with -s (MuslDeps.cmake), so a plain copy is already stripped;
     # copy_if_different keeps the mtime when nothing changed. The copy is a

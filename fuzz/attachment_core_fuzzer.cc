@@ -251,6 +251,13 @@ void Harness::Send(Conn& c, Input& in) {
       h->set_control(f & 2);
       h->set_zstd(f & 4);
       h->set_resend(f & 128);
+      // A handle id: none, one of two, or one too long (refused).
+      switch (in.U8() % 4) {
+        case 0: break;
+        case 1: h->set_handle(std::string(16, 'A')); break;
+        case 2: h->set_handle(std::string(16, 'B')); break;
+        default: h->set_handle(std::string(33, 'A'));
+      }
       if (f & 64) h->set_window_bytes(static_cast<std::uint64_t>(in.U16()) * 64);
       switch ((f >> 3) & 3) {
         case 0: break;  // no ticket
@@ -427,7 +434,8 @@ void Harness::Perform(int k, const Action& a) {
   Conn& c = *conns_[k];
   switch (a.kind) {
     case Action::kDisplaced: {
-      // A resent launch's Hello took the process from the connection that held it.
+      // A resent launch's Hello, or one of the holder's own handle, took the
+      // process from the connection that held it.
       FUZZ_CHECK(holder_ >= 0 && holder_ != k && p_.held && !c.core->control());
       conns_[holder_]->open = false;
       holder_ = -1;
@@ -541,6 +549,7 @@ void Harness::Close(int k) {
   if (!c.core->control() && holder_ == k) {
     holder_ = -1;
     p_.held = false;
+    p_.holder_handle.clear();
     hold_output_ = c.core->authenticated() && !c.core->deliberate_end() && !p_.exit;
   }
 }

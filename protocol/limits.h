@@ -26,4 +26,9 @@ inline constexpr std::size_t kMaxRingBytes = 64u << 20;
 // frame becomes one chunk for the application without being split again.
 inline constexpr std::size_t kMaxOutputChunkBytes = 16 * 1024;
 
+// Hello.handle: what a host draws for each handle, and what the supervisor
+// accepts at most (PROTOCOL.md 4.2, 5.4).
+inline constexpr std::size_t kHandleIdBytes = 16;
+inline constexpr std::size_t kMaxHandleIdBytes = 32;
+
 }  // namespace tether::protocol

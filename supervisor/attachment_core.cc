@@ -107,6 +107,10 @@ void AttachmentCore::QueueWelcome(std::uint64_t request_id, std::uint64_t stdin_
 absl::Status AttachmentCore::HandleHello(const wire::Envelope& env, std::int64_t now_s, std::vector<Action>* actions) {
   const wire::Hello& h = env.hello();
   if (!SecretsEqual(h.secret(), p_.launch.secret())) return absl::UnauthenticatedError("hello: wrong secret");
+  if (h.handle().size() > protocol::kMaxHandleIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("hello: a handle id of ", h.handle().size(), " bytes (at most ",
+                                                   protocol::kMaxHandleIdBytes, ")"));
+  }
   if (h.min_version() > kProtocolVersion || h.max_version() < kProtocolVersion) {
     return absl::InvalidArgumentError(absl::StrCat("hello: host speaks protocol ", h.min_version(), "..",
                                                    h.max_version(), ", supervisor speaks ", kProtocolVersion));
@@ -140,11 +144,15 @@ absl::Status AttachmentCore::HandleHello(const wire::Envelope& env, std::int64_t
                                                      " has produced so far"));
     }
   }
-  if (p_.held && resend) {
-    // The launching host sending its launch again: what holds the process
-    // is, but for a reopen in its first two minutes, its own earlier
-    // attempt, whose channel it has given up on and the daemon has not yet
-    // seen end. It would otherwise get BUSY for a lease.
+  // The same handle attaching again (its own earlier attachment, given up
+  // on its side, not yet seen ending here): an empty handle claims nothing.
+  const bool same_handle = p_.held && !h.handle().empty() && h.handle() == p_.holder_handle;
+  if (p_.held && (resend || same_handle)) {
+    // The launching host sending its launch again, or a handle attaching
+    // again: what holds the process is (but for a reopen in the launch's
+    // first two minutes) its own earlier attempt, whose channel it has
+    // given up on and the daemon has not yet seen end. It would otherwise
+    // get BUSY for a lease.
     actions->push_back({Action::kDisplaced});
   } else if (p_.held) {
     return absl::UnavailableError(absl::StrCat(
@@ -152,6 +160,7 @@ absl::Status AttachmentCore::HandleHello(const wire::Envelope& env, std::int64_t
         p_.lease_ms(), " ms without requests"));
   }
   p_.held = true;
+  p_.holder_handle = h.handle();
   generation_ = ++p_.generation;
   actions->push_back({Action::kAttached});
   authenticated_ = true;

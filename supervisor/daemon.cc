@@ -201,6 +201,7 @@ void Daemon::Detached(const Attachment* a, bool lost) {
   if (attachment_.lock().get() != a) return;
   attachment_.reset();
   p_.held = false;
+  p_.holder_handle.clear();
   // (Not once shut down: a pending timer would keep the daemon alive.)
   hold_output_ = lost && !shut_down_ && !p_.exit;
   if (hold_output_) {

@@ -59,6 +59,7 @@ struct Supervised {
   std::optional<wire::Exit> exit;  // set once both streams ended after the child did
   std::uint64_t generation = 0;    // of the newest output attachment; 0 before the first
   bool held = false;               // an output attachment holds the process (busy for others)
+  std::string holder_handle;       // the Hello.handle of the attachment that holds it (may be empty)
   const TicketAuthority tickets;
   std::string supervisor_path;  // this binary, for Welcome
   // When the daemon started (seconds since the epoch; 0: unknown, so no

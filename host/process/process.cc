@@ -315,7 +315,9 @@ asio::awaitable<absl::Status> Process::Resize(unsigned cols, unsigned rows) {
   wire::Envelope env;
   env.mutable_resize()->mutable_size()->set_cols(cols);
   env.mutable_resize()->mutable_size()->set_rows(rows);
-  co_return co_await s.SendActed(std::move(env), "resize", absl::OkStatus());
+  // (Idempotent: sent again after a cut until acknowledged. The child may
+  // then see one more SIGWINCH, with the same size.)
+  co_return co_await s.SendActed(std::move(env), "resize", absl::OkStatus(), /*idempotent=*/true);
 }
 
 }  // namespace tether

@@ -344,6 +344,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   state->tunnel = *std::move(tun);
   wire::Hello hello;
   hello.set_secret(secret);
+  hello.set_handle(state->handle_id);
   hello.set_window_bytes(options.output_window_bytes);  // shared by both streams
   // Setup deadline: the attach races a timer; whichever loses is cancelled
   // (the channel's pending read with it), so a stuck channel cannot hold us.
@@ -532,20 +533,34 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::Reopen(Transp
   wire::Hello hello = state->ResumeHello();
   hello.set_control(options.control);
   const std::string limit = absl::StrCat("timeout_ms ", options.timeout_ms);
-  absl::StatusOr<wire::Welcome> welcome = co_await state->ReattachUntil(hello, deadline, limit);
-  if (!welcome.ok() &&
-      (absl::IsUnavailable(welcome.status()) || ErrorCodeOf(welcome.status()) == ErrorCode::kOutcomeUnknown) &&
-      ErrorCodeOf(welcome.status()) != ErrorCode::kBusy && !(co_await Cancelled())) {
-    // The connection ended without an answer: a supervisor that was ending
-    // (it removes its directory first) or had just died, or one that could
-    // not take the connection (or the transport lost the answer to the call
-    // that ran the reattach: OUTCOME_UNKNOWN, and a reattach is safe to run
-    // again). One more look tells them apart: gone now (NOT_FOUND), or
-    // still there and refusing (UNAVAILABLE, never "gone").
+  // The connection ended without an answer: a supervisor that was ending
+  // (it removes its directory first) or had just died, one that could not
+  // take the connection, or a transport that lost the answer to the call
+  // that ran the reattach (OUTCOME_UNKNOWN: a reattach is safe to run
+  // again, and this handle's next Hello takes the process from an attempt
+  // of its own that did arrive: Hello.handle). Tried again, backing off,
+  // until the time limit: gone (NOT_FOUND), refused by the supervisor
+  // itself (BUSY, EXPIRED, a wrong secret) and attached all end it. Each
+  // attempt gets a share of the time left, the last all of it, so that a
+  // channel that opens and never answers cannot take the whole limit.
+  const auto share = std::max(std::chrono::milliseconds(options.timeout_ms) / kReconnectAttemptShare,
+                              std::chrono::milliseconds(1));
+  absl::StatusOr<wire::Welcome> welcome = absl::UnavailableError("reopen: no attempt made");
+  auto backoff = std::chrono::milliseconds(100);
+  for (int attempt = 0;; ++attempt) {
+    const auto now = std::chrono::steady_clock::now();
+    const auto attempt_deadline = deadline - now <= 2 * share ? deadline : now + share;
+    welcome = co_await state->ReattachUntil(hello, attempt_deadline, limit);
+    if (welcome.ok() || co_await Cancelled()) break;
+    const bool again = (absl::IsUnavailable(welcome.status()) ||
+                        ErrorCodeOf(welcome.status()) == ErrorCode::kOutcomeUnknown) &&
+                       ErrorCodeOf(welcome.status()) != ErrorCode::kBusy;
     if (state->session) state->session->Close();
-    asio::steady_timer pause(transport.executor(), std::chrono::milliseconds(100));
+    const auto left = deadline - std::chrono::steady_clock::now();
+    if (!again || left <= std::chrono::steady_clock::duration::zero()) break;
+    asio::steady_timer pause(transport.executor(), std::min<std::chrono::steady_clock::duration>(backoff, left));
     co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
-    welcome = co_await state->ReattachUntil(std::move(hello), deadline, limit);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
   if (co_await Cancelled()) {
     if (state->session) state->session->Close();

@@ -154,6 +154,7 @@ asio::awaitable<void> Process::State::Pump() {
 wire::Hello Process::State::ResumeHello() const {
   wire::Hello hello;
   hello.set_secret(secret);
+  hello.set_handle(handle_id);
   const core::OutputReceiver& out = core.output;
   if (out.config().pty) {
     hello.set_pty_offset(out.resume_offset(0));
@@ -262,7 +263,7 @@ asio::awaitable<absl::Status> Process::State::Reconnect(const absl::Status& lost
 }
 
 asio::awaitable<absl::Status> Process::State::SendActed(wire::Envelope request, const char* what,
-                                                       absl::Status after_exit) {
+                                                       absl::Status after_exit, bool idempotent) {
   auto self = shared_from_this();
   auto timed_out = std::make_shared<bool>(false);
   auto deadline = std::make_shared<asio::steady_timer>(close_timer.get_executor(), kActedTimeout);
@@ -342,7 +343,8 @@ asio::awaitable<absl::Status> Process::State::SendActed(wire::Envelope request, 
     // The attachment broke. A frame still queued then never left this host:
     // the next attachment gets it (its session is closed, so it never will),
     // unless the process has exited meanwhile: then it reached nothing.
-    if (sent_on->closed() && sent_on->handed_bytes() < end) {
+    // So is an idempotent one that did leave: arriving twice does no harm.
+    if (sent_on->closed() && (sent_on->handed_bytes() < end || idempotent)) {
       if (core.exit) {
         result = after_exit;
         break;

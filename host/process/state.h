@@ -15,6 +15,8 @@
 
 #include "host/core/process_core.h"
 #include "host/support/condition.h"
+#include "host/support/random.h"
+#include "protocol/limits.h"
 #include "tether/process.h"
 #include "host/tunnel/session.h"
 #include "host/tunnel/tunnel.h"
@@ -94,10 +96,12 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   // broke is sent again on the next one. One that did leave may or may
   // not have been acted on, and the supervisor does not deduplicate
   // requests (PROTOCOL.md Open point 6): it is never sent again and the
-  // result is OUTCOME_UNKNOWN, as when no answer comes within 30 s. If the
-  // exit arrives first the result is `after_exit`.
+  // result is OUTCOME_UNKNOWN, as when no answer comes within 30 s; unless
+  // it is `idempotent` (a Resize: the same size set twice is the same
+  // size), which is sent again on the next attachment until acknowledged.
+  // If the exit arrives first the result is `after_exit`.
   boost::asio::awaitable<absl::Status> SendActed(wire::Envelope request, const char* what,
-                                                 absl::Status after_exit);
+                                                 absl::Status after_exit, bool idempotent = false);
   // Why input is refused now, or OK.
   absl::Status InputAllowed() const;
   // Takes a place in the input queue and waits until it is first and
@@ -134,6 +138,11 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
 
   // What a reference needs to find this process again.
   std::string provider, sandbox, secret;
+  // This handle's own id (Hello.handle), drawn once: any of its Hellos
+  // takes the process from an attachment of its own that it gave up and
+  // the supervisor has not yet seen end, instead of getting BUSY for a
+  // lease (PROTOCOL.md 5.4).
+  const std::string handle_id = internal::RandomBytes(protocol::kHandleIdBytes);
   tunnel::Target target;
 
   // Reconnecting: when the channel fails before the exit, attach again

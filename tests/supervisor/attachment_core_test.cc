@@ -179,6 +179,59 @@ TEST_CASE("a resend hello takes the process from the attachment holding it; an o
   CHECK(f.p.held);
 }
 
+TEST_CASE("a hello from the handle holding the process takes it; another handle's, or none, gets BUSY") {
+  // A handle that gave up its attachment (a lost Welcome, a cut channel
+  // whose far end lives on) attaches again before the daemon saw it end.
+  Fixture f;
+  const std::string mine(16, 'A');
+  AttachmentCore first(f.p, Clock::now());
+  wire::Envelope hello = f.Hello();
+  hello.mutable_hello()->set_handle(mine);
+  f.Send(first, hello);
+  const wire::Ticket ticket = f.Read(first).at(0).welcome().ticket();
+  CHECK(f.p.holder_handle == mine);
+  for (const std::string other : {std::string(16, 'B'), std::string(), std::string(15, 'A')}) {
+    CAPTURE(other.size());
+    AttachmentCore core(f.p, Clock::now());
+    wire::Envelope h = f.Hello();
+    h.mutable_hello()->set_handle(other);
+    *h.mutable_hello()->mutable_ticket() = ticket;
+    f.replies = protocol::EnvelopeDecoder();
+    f.Send(core, h, AttachmentCore::Step::kStop);
+    CHECK(f.Read(core).at(0).error().code() == wire::ERROR_BUSY);
+  }
+  {
+    // The same handle still shows a ticket: the claim opens nothing.
+    AttachmentCore core(f.p, Clock::now());
+    f.replies = protocol::EnvelopeDecoder();
+    f.Send(core, hello, AttachmentCore::Step::kStop);
+    CHECK(f.Read(core).at(0).error().code() == wire::ERROR_EXPIRED);
+  }
+  AttachmentCore again(f.p, Clock::now());
+  *hello.mutable_hello()->mutable_ticket() = ticket;
+  f.replies = protocol::EnvelopeDecoder();
+  const std::vector<Action> actions = f.Send(again, hello);
+  REQUIRE(actions.size() >= 2);
+  CHECK(actions[0].kind == Action::kDisplaced);
+  CHECK(actions[1].kind == Action::kAttached);
+  CHECK(f.Read(again).at(0).welcome().generation() == 2);
+  CHECK(f.p.held);
+  CHECK(f.p.holder_handle == mine);
+}
+
+TEST_CASE("a handle id longer than 32 bytes is refused before anything else is looked at") {
+  Fixture f;
+  AttachmentCore core(f.p, Clock::now());
+  wire::Envelope hello = f.Hello();
+  hello.mutable_hello()->set_handle(std::string(33, 'A'));
+  f.Send(core, hello, AttachmentCore::Step::kStop);
+  const wire::Error e = f.Read(core).at(0).error();
+  CHECK(e.code() == wire::ERROR_PROTOCOL);
+  CHECK(e.message().find("handle id of 33 bytes") != std::string::npos);
+  CHECK(!f.p.held);
+  CHECK(f.p.generation == 0);
+}
+
 TEST_CASE("a first attachment that is a resend takes generation 1 and marks the process resent") {
   Fixture f;
   f.p.launched_at_s = kNow - 1;

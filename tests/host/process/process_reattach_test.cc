@@ -98,6 +98,111 @@ class SilentReattachTransport final : public internal::ForwardingTransport {
 // Found while fixing a Kubernetes read hang: a reattach whose channel opened
 // and then stayed silent waited for the Welcome forever (reconnect_timeout
 // was checked only between attempts), and the handle hung with no error.
+// A transport whose next `Arm(n)` attach channels (the start script's
+// shell, which a reattach also runs) deliver the Hello and lose the
+// Welcome: the supervisor attached, the host never hears of it, and the far
+// end of the channel lives on (as a provider's exec whose host side broke
+// can) until the transport goes.
+class WelcomeLoser final : public internal::ForwardingTransport {
+ public:
+  explicit WelcomeLoser(Transport& inner) : ForwardingTransport(inner) {}
+  ~WelcomeLoser() override {
+    for (const std::shared_ptr<Channel>& c : kept_) c->Close();
+  }
+  void Arm(int loses) { loses_ = loses; }
+  int lost() const { return lost_; }
+  awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
+    const bool attach = argv.size() == 4 && argv[3] == "tether-start";
+    auto ch = co_await inner().Exec(std::move(argv));
+    if (!ch.ok() || !attach || loses_ == 0) co_return ch;
+    --loses_;
+    kept_.push_back(std::shared_ptr<Channel>(*std::move(ch)));
+    co_return std::unique_ptr<Channel>(new Loser(kept_.back(), &lost_));
+  }
+
+ private:
+  class Loser final : public Channel {
+   public:
+    Loser(std::shared_ptr<Channel> inner, int* lost) : inner_(std::move(inner)), lost_count_(lost) {}
+    awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
+      if (lost_) co_return absl::UnavailableError("emulated: the channel broke");
+      absl::StatusOr<std::size_t> n = co_await inner_->ReadSome(buf);
+      if (n.ok() && *n > 0) {  // the Welcome's first bytes
+        lost_ = true;
+        ++*lost_count_;
+        co_return absl::UnavailableError("emulated: the Welcome was lost");
+      }
+      co_return n;
+    }
+    awaitable<absl::Status> Write(std::string_view bytes) override {
+      if (lost_) co_return absl::UnavailableError("emulated: the channel broke");
+      co_return co_await inner_->Write(bytes);
+    }
+    void CloseWrite() override {
+      if (!lost_) inner_->CloseWrite();
+    }
+    void Close() override {
+      if (!lost_) inner_->Close();  // once lost, the far end lives on
+    }
+    std::string Diagnostics() const override { return inner_->Diagnostics(); }
+
+   private:
+    std::shared_ptr<Channel> inner_;
+    int* lost_count_;
+    bool lost_ = false;
+  };
+
+  int loses_ = 0;
+  int lost_ = 0;
+  std::vector<std::shared_ptr<Channel>> kept_;
+};
+
+// Found under fault injection (conformance.daytona-faults,
+// reopen.after_detach): a reopen whose first Welcome was lost (an input
+// POST answered 503 after it took effect) tried once more, and then got
+// BUSY from its own first attempt, which still held the process for a
+// lease. Every Hello of a handle carries the handle's id, and the
+// supervisor lets it take the process from an attachment of the same id.
+TEST_CASE("a reopen whose Welcomes are lost attaches on a later try, its own earlier attempts displaced") {
+  for (const int loses : {1, 3}) {
+    CAPTURE(loses);
+    Sandbox sb;
+    sb.Run([loses](Transport& t) -> awaitable<void> {
+      auto loser_owner = std::make_shared<WelcomeLoser>(t);
+      WelcomeLoser& loser = *loser_owner;
+      StartOptions o = Opts();
+      o.argv = V("cat");
+      o.stdin_pipe = true;
+      auto p = co_await Process::Start(loser, o);
+      REQUIRE(p.ok());
+      CHECK((co_await (*p)->Write("one\n")).ok());
+      std::string seen;
+      while (seen.size() < 4) {
+        auto c = co_await (*p)->Read();
+        REQUIRE(c.ok());
+        REQUIRE(*c);
+        seen += (*c)->bytes;
+      }
+      CHECK(seen == "one\n");
+      absl::StatusOr<std::string> ref = (*p)->Reference();
+      REQUIRE(ref.ok());
+      CHECK((co_await (*p)->Detach()).ok());
+      loser.Arm(loses);
+      auto q = co_await Process::Reopen(loser, *ref);
+      REQUIRE_MESSAGE(q.ok(), q.status());
+      CHECK(loser.lost() == loses);  // each fault fired: the supervisor got each Hello
+      CHECK((co_await (*q)->Write("two\n")).ok());
+      CHECK((co_await (*q)->CloseStdin()).ok());
+      Output rest = co_await ReadAll(**q, 4);
+      CHECK(rest.status.ok());
+      CHECK(rest.out == "two\n");
+      auto e = co_await (*q)->Wait();
+      REQUIRE(e.ok());
+      CHECK(e->code == 0);
+    });
+  }
+}
+
 TEST_CASE("a reattach on a channel that stays silent ends with UNAVAILABLE once reconnect_timeout passes") {
   Sandbox sb;
   sb.Run([](Transport& t) -> awaitable<void> {

@@ -937,6 +937,42 @@ TEST_CASE("a signal sent as the channel breaks reaches the child exactly once th
   });
 }
 
+
+// Found under fault injection (conformance.*-faults, pty.size_and_resize,
+// under load): a Resize whose frame left this host as the channel broke was
+// OUTCOME_UNKNOWN, like a Signal. A size set twice is the same size, so a
+// Resize is sent again on the next attachment until acknowledged.
+TEST_CASE("a resize the channel swallows before a reattach is sent again and reaches the child") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto lossy_owner = std::make_shared<LossyTransport>(t);
+    LossyTransport& lossy = *lossy_owner;
+    StartOptions o = Opts();
+    o.argv = V("sh", "-c", "stty size; read x; stty size");
+    o.pty = StartOptions::PtySize{80, 24};
+    o.reconnect = true;
+    auto p = co_await Process::Start(lossy, o);
+    REQUIRE(p.ok());
+    CHECK((co_await ReadUntil(**p, "24 80\r\n")).find("24 80") != std::string::npos);
+    lossy.StartDropping();  // the Resize frame goes into a black hole
+    asio::steady_timer cut(co_await asio::this_coro::executor, std::chrono::milliseconds(300));
+    cut.async_wait([&lossy](boost::system::error_code ec) {
+      if (!ec) {
+        lossy.StopDropping();
+        lossy.Cut();  // the tunnel reattaches on a new channel
+      }
+    });
+    const absl::Status st = co_await (*p)->Resize(132, 43);
+    CHECK_MESSAGE(st.ok(), st);
+    CHECK((*p)->reconnects() >= 1);
+    CHECK((co_await (*p)->Write("\n")).ok());
+    CHECK((co_await ReadUntil(**p, "43 132\r\n")).find("43 132") != std::string::npos);
+    co_await Drain(**p);
+    auto e = co_await (*p)->Wait();
+    REQUIRE(e.ok());
+    CHECK(e->code == 0);
+  });
+}
 TEST_CASE("a control handle sees the exit without taking it; a later reopen gets the output and the exit") {
   Sandbox sb;
   sb.Run([](Transport& t) -> awaitable<void> {

@@ -270,7 +270,8 @@ asio::awaitable<absl::Status> Process::Disconnect() {
   if (s.disconnected) co_return absl::OkStatus();
   // What was consumed is acknowledged before the Detach (the supervisor
   // then resumes the next attachment after it).
-  if (!s.core.exit && s.failed.ok()) s.FlushAck();
+  const bool was_healthy = s.failed.ok();
+  if (!s.core.exit && was_healthy) s.FlushAck();
   s.disconnected = true;
   s.ping_timer.cancel();
   s.cond.NotifyAll();
@@ -290,10 +291,36 @@ asio::awaitable<absl::Status> Process::Disconnect() {
   limit.async_wait([state](boost::system::error_code ec) {
     if (!ec) state->session->Close();
   });
+  bool aborted = false;
   while (!s.session->closed()) {
-    if (!co_await s.cond.Wait()) break;
+    if (!co_await s.cond.Wait()) {
+      aborted = true;
+      break;
+    }
   }
   limit.cancel();
+  // The supervisor ending the channel confirms the Detach. A channel that
+  // failed instead (an answer lost on a provider that carries frames as
+  // calls) may have lost it, and the supervisor then holds the process
+  // for this handle until it sees that channel end, which may take a
+  // lease: another handle's Reopen gets BUSY meanwhile. Attaching again
+  // with this handle's id takes the process from that attachment
+  // (PROTOCOL.md 5.4), and a Detach there frees it now. Bounded; if it
+  // fails, the lease frees the process as before.
+  if (!aborted && was_healthy && !s.control && !s.core.exit && !s.session->ended_by_peer() &&
+      !(co_await boost::asio::this_coro::cancellation_state).cancelled()) {
+    const auto until = std::chrono::steady_clock::now() + kCloseAfterExitTimeout;
+    absl::StatusOr<wire::Welcome> again = co_await s.ReattachUntil(s.ResumeHello(), until, "detaching again");
+    if (again.ok()) {
+      wire::Envelope detach;
+      detach.mutable_detach();
+      s.session->Send(std::move(detach));
+      co_await s.session->Drain(kCloseAfterExitTimeout);
+      ++s.detach_retries;
+    } else if (s.session) {
+      s.session->Close();
+    }
+  }
   co_return absl::OkStatus();
 }
 

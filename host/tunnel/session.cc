@@ -150,6 +150,7 @@ asio::awaitable<absl::StatusOr<wire::Envelope>> Session::Receive() {
     if (!n.ok() || *n == 0) {
       std::string diag = channel_->Diagnostics();
       const bool mid_frame = !decoder_.idle();
+      ended_by_peer_ = n.ok() && !mid_frame && !closed_;
       Close();
       co_return absl::UnavailableError(absl::StrCat(
           "connection to the supervisor ended", mid_frame ? " in the middle of a frame" : "",

@@ -56,6 +56,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // Stops both directions; pending Receive() calls fail with kUnavailable.
   void Close();
   bool closed() const { return closed_; }
+  // The supervisor ended the channel (a clean end of stream between
+  // frames), rather than it failing, being cut, or being closed here.
+  bool ended_by_peer() const { return ended_by_peer_; }
   // Frame bytes queued so far (the end of the frame Send just queued) and
   // frame bytes handed to the channel. A frame that ends beyond
   // handed_bytes() of a closed session never left this host.
@@ -76,6 +79,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string outbox_;
   bool writing_ = false;
   bool closed_ = false;
+  bool ended_by_peer_ = false;
   absl::Status write_error_;
   std::uint64_t queued_bytes_ = 0;
   std::uint64_t handed_bytes_ = 0;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tether/errors.h"
+#include "protocol/envelope.h"
 #include "tests/host/process/process_fixture.h"
 
 namespace tether {
@@ -201,6 +202,128 @@ TEST_CASE("a reopen whose Welcomes are lost attaches on a later try, its own ear
       CHECK(e->code == 0);
     });
   }
+}
+
+// A transport whose channels lose the first write that carries a Detach:
+// the write fails as a call whose answer was lost would (the Detach never
+// arrived), and the channel's far end lives on until the transport goes,
+// holding the attachment on the supervisor's side. Close() and
+// cancellation still end a read under way, as the Channel contract says.
+class DetachLoser final : public internal::ForwardingTransport {
+ public:
+  explicit DetachLoser(Transport& inner) : ForwardingTransport(inner) {}
+  ~DetachLoser() override {
+    for (const std::shared_ptr<Channel>& c : kept_) c->Close();
+  }
+  int lost() const { return lost_; }
+  awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
+    auto ch = co_await inner().Exec(std::move(argv));
+    if (!ch.ok()) co_return ch.status();
+    kept_.push_back(std::shared_ptr<Channel>(*std::move(ch)));
+    co_return std::unique_ptr<Channel>(new Loser(kept_.back(), &lost_, executor()));
+  }
+
+ private:
+  class Loser final : public Channel {
+   public:
+    Loser(std::shared_ptr<Channel> inner, int* lost, asio::any_io_executor ex)
+        : inner_(std::move(inner)), lost_count_(lost), gone_(ex, std::chrono::steady_clock::time_point::max()) {}
+    awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
+      using namespace asio::experimental::awaitable_operators;
+      if (lost_ || closed_) co_return absl::UnavailableError("emulated: the channel broke");
+      auto r = co_await (inner_->ReadSome(buf) || gone_.async_wait(asio::as_tuple(asio::use_awaitable)));
+      if (r.index() == 0 && !lost_ && !closed_) co_return std::get<0>(std::move(r));
+      co_return absl::UnavailableError("emulated: the channel broke");
+    }
+    awaitable<absl::Status> Write(std::string_view bytes) override {
+      if (lost_ || closed_) co_return absl::UnavailableError("emulated: the channel broke");
+      if (*lost_count_ == 0 && CarriesDetach(bytes)) {
+        lost_ = true;
+        ++*lost_count_;
+        gone_.cancel();
+        co_return OutcomeUnknownError("emulated: the answer to the write that carried the Detach was lost");
+      }
+      co_return co_await inner_->Write(bytes);
+    }
+    void CloseWrite() override {
+      if (!lost_) inner_->CloseWrite();
+    }
+    void Close() override {
+      closed_ = true;
+      gone_.cancel();
+      if (!lost_) inner_->Close();  // once lost, the far end lives on
+    }
+    std::string Diagnostics() const override { return inner_->Diagnostics(); }
+
+   private:
+    // Whether the frames written here (after the attach's text, if any)
+    // hold a Detach: every whole frame from the first that decodes.
+    bool CarriesDetach(std::string_view bytes) {
+      seen_.append(bytes);
+      std::string_view in = seen_;
+      protocol::EnvelopeDecoder dec;
+      wire::Envelope env;
+      while (true) {
+        absl::StatusOr<bool> got = dec.Next(&in, &env);
+        if (!got.ok() || !*got) break;
+        if (env.has_detach()) return true;
+      }
+      if (seen_.size() > (1u << 20)) seen_.clear();
+      return false;
+    }
+
+    std::shared_ptr<Channel> inner_;
+    int* lost_count_;
+    asio::steady_timer gone_;
+    std::string seen_;
+    bool lost_ = false;
+    bool closed_ = false;
+  };
+
+  int lost_ = 0;
+  std::vector<std::shared_ptr<Channel>> kept_;
+};
+
+// Found under fault injection (conformance.daytona-faults,
+// reopen.after_detach): the answer to the input POST that carried a Detach
+// was lost, the channel was given up, and the supervisor held the process
+// for the detached handle until it saw that channel end: the reopen got
+// BUSY. A Detach whose channel fails instead of being ended by the
+// supervisor is made again on a new attachment of the same handle.
+TEST_CASE("a detach whose channel failed is made again, so that another handle's reopen is not BUSY") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto loser_owner = std::make_shared<DetachLoser>(t);
+    DetachLoser& loser = *loser_owner;
+    StartOptions o = Opts();
+    o.argv = V("cat");
+    o.stdin_pipe = true;
+    auto p = co_await Process::Start(loser, o);
+    REQUIRE(p.ok());
+    CHECK((co_await (*p)->Write("one\n")).ok());
+    std::string seen;
+    while (seen.size() < 4) {
+      auto c = co_await (*p)->Read();
+      REQUIRE(c.ok());
+      REQUIRE(*c);
+      seen += (*c)->bytes;
+    }
+    CHECK(seen == "one\n");
+    absl::StatusOr<std::string> ref = (*p)->Reference();
+    REQUIRE(ref.ok());
+    CHECK((co_await (*p)->Detach()).ok());
+    CHECK(loser.lost() == 1);  // the fault fired
+    auto q = co_await Process::Reopen(t, *ref);
+    REQUIRE_MESSAGE(q.ok(), q.status());
+    CHECK((co_await (*q)->Write("two\n")).ok());
+    CHECK((co_await (*q)->CloseStdin()).ok());
+    Output rest = co_await ReadAll(**q, 4);
+    CHECK(rest.status.ok());
+    CHECK(rest.out == "two\n");
+    auto e = co_await (*q)->Wait();
+    REQUIRE(e.ok());
+    CHECK(e->code == 0);
+  });
 }
 
 TEST_CASE("a reattach on a channel that stays silent ends with UNAVAILABLE once reconnect_timeout passes") {

@@ -146,9 +146,16 @@ awaitable<absl::Status> TextMode(Transport& t) {
 }
 
 awaitable<absl::Status> SlowReader(Transport& t) {
-  constexpr std::size_t kWant = 3000000 / 16 * 49;  // 16 bytes a line: " xx" x 16 + "\n"
-  constexpr std::size_t kRing = 1 << 20;            // the default, named for the pause below
-  StartOptions o = Opts(V("sh", "-c", "head -c 3000000 /dev/urandom | od -An -v -tx1"));
+  // A ring of 256 KiB and 4.7 times that much output: every buffer on the
+  // way (the ring, the window, the pipes) is full before the host reads,
+  // and the pause below still leaves the child's last bytes in a full ring
+  // and pipe. (It was 9.2 MB through a 1 MiB ring, the same shape at 7.5
+  // times the bytes: 28 s a run over Boat's polled channel, 51 s under its
+  // faults, for nothing the smaller run does not also check.)
+  constexpr std::size_t kWant = 400000 / 16 * 49;  // 16 bytes a line: " xx" x 16 + "\n"
+  constexpr std::size_t kRing = 256 * 1024;        // named for the pause below
+  static_assert(kWant > 4 * kRing);
+  StartOptions o = Opts(V("sh", "-c", "head -c 400000 /dev/urandom | od -An -v -tx1"));
   o.ring_bytes = kRing;
   absl::StatusOr<std::unique_ptr<Process>> p = co_await Process::Start(t, std::move(o));
   CONF_EXPECT(p.ok(), p.status().ToString());

@@ -26,10 +26,9 @@
 #   boat      the boat provider against the Boat emulator (tests/emulators/boat.mjs)
 #             over TLS: one-shot commands, so the exchange tunnel
 #   boat-faults  the same with the emulator answering 5xx (2%) and answering
-#             1-3 s late (2%: flow.slow_reader alone makes ~150 polls, and
-#             every case has 90 s), at random (seeded); also 5xx after the
-#             call took effect (1%, the answer lost) and 429 with Retry-After
-#             (2%); a command the emulator saw run twice fails the run. (A
+#             1-3 s late (2%; every case has 90 s), at random (seeded);
+#             also 5xx after the call took effect (1%, the answer lost) and
+#             429 with Retry-After (2%); a command the emulator saw run twice fails the run. (A
 #             launch answered 5xx is sent again under its launch id, a new
 #             relay and so a new command, at most 4 times (PROTOCOL.md 4.1);
 #             past that it is OUTCOME_UNKNOWN and its case is run again once.)
@@ -37,7 +36,7 @@
 #             (tests/emulators/runloop.mjs) over TLS: the text tunnel over
 #             execute_async + SSE, streams ending with 408 every 2 s
 #   runloop-faults  the same with SSE events cut mid-line (1%), 5xx (1%),
-#             1-3 s late answers (1%) and 2-4 s stalls of a stream (0.5%);
+#             1-3 s late answers (1%) and 2-4 s stalls of a stream (2%);
 #             also 5xx after the call took effect (2%, the answer lost) and
 #             429 with Retry-After (1%); a command started twice, input
 #             applied twice or a resend before Retry-After (as the emulator
@@ -63,7 +62,7 @@
 #   modal     the modal provider against the Modal emulator
 #             (tests/emulators/modal.mjs) over gRPC with TLS: the binary tunnel
 #             over the task command router
-#   modal-faults  the same over h2c with streams reset mid-message (1%),
+#   modal-faults  the same over h2c with streams reset mid-message (2%),
 #             UNAVAILABLE on unary calls (3%, half of them after the call took
 #             effect), 1-3 s stalls (1%) and router JWTs that expire every 3 s
 #   kubernetes         the native kubernetes provider against the API server
@@ -202,7 +201,7 @@ case $target in
     # shellcheck source=../lib/e2b_emulator.sh
     source "$(dirname "${BASH_SOURCE[0]}")/../lib/e2b_emulator.sh"
     args=(--tls)
-    spec=seed=1,cut=0.01,http5xx=0.05,slow=0.05
+    spec=seed=1,cut=0.02,http5xx=0.05,slow=0.05
     [[ $target == e2b ]] || args+=(--faults "$spec")
     rc=0
     start_e2b_emulator "$work/e2b" "${args[@]}" || rc=$?
@@ -256,7 +255,7 @@ case $target in
     # shellcheck source=../lib/runloop_emulator.sh
     source "$(dirname "${BASH_SOURCE[0]}")/../lib/runloop_emulator.sh"
     args=(--tls --sse-ms 2000)
-    spec=seed=1,cut=0.01,http5xx=0.01,slow=0.01,stall=0.005,lost5xx=0.02,http429=0.01
+    spec=seed=1,cut=0.01,http5xx=0.01,slow=0.01,stall=0.02,lost5xx=0.02,http429=0.01
     [[ $target != runloop-faults ]] || args+=(--faults "$spec")
     [[ $target != runloop-exchange ]] || args+=(--stdin-kills)
     rc=0
@@ -285,7 +284,7 @@ case $target in
     # shellcheck source=../lib/modal_emulator.sh
     source "$(dirname "${BASH_SOURCE[0]}")/../lib/modal_emulator.sh"
     args=()
-    spec=seed=1,cut=0.01,unavailable=0.03,slow=0.01,expire
+    spec=seed=1,cut=0.02,unavailable=0.03,slow=0.01,expire
     if [[ $target == modal ]]; then args+=(--tls); else args+=(--faults "$spec"); fi
     rc=0
     start_modal_emulator "$work/modal" "${args[@]}" || rc=$?

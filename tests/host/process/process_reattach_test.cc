@@ -99,6 +99,42 @@ class SilentReattachTransport final : public internal::ForwardingTransport {
 // Found while fixing a Kubernetes read hang: a reattach whose channel opened
 // and then stayed silent waited for the Welcome forever (reconnect_timeout
 // was checked only between attempts), and the handle hung with no error.
+// Starts `cat` with piped stdin through `t`, checks it echoes "one\n",
+// and detaches: the reference to reopen it by.
+awaitable<std::string> StartCatEchoDetach(Transport& t) {
+  StartOptions o = Opts();
+  o.argv = V("cat");
+  o.stdin_pipe = true;
+  auto p = co_await Process::Start(t, o);
+  REQUIRE(p.ok());
+  CHECK((co_await (*p)->Write("one\n")).ok());
+  std::string seen;
+  while (seen.size() < 4) {
+    auto c = co_await (*p)->Read();
+    REQUIRE(c.ok());
+    REQUIRE(*c);
+    seen += (*c)->bytes;
+  }
+  CHECK(seen == "one\n");
+  absl::StatusOr<std::string> ref = (*p)->Reference();
+  REQUIRE(ref.ok());
+  CHECK((co_await (*p)->Detach()).ok());
+  co_return *ref;
+}
+
+// On a reopened StartCatEchoDetach process: "two\n" in, EOF, exactly
+// "two\n" out after the first 4 bytes, exit 0.
+awaitable<void> EchoTwoToExit(Process& q) {
+  CHECK((co_await q.Write("two\n")).ok());
+  CHECK((co_await q.CloseStdin()).ok());
+  Output rest = co_await ReadAll(q, 4);
+  CHECK(rest.status.ok());
+  CHECK(rest.out == "two\n");
+  auto e = co_await q.Wait();
+  REQUIRE(e.ok());
+  CHECK(e->code == 0);
+}
+
 // A transport whose next `Arm(n)` attach channels (the start script's
 // shell, which a reattach also runs) deliver the Hello and lose the
 // Welcome: the supervisor attached, the host never hears of it, and the far
@@ -171,35 +207,12 @@ TEST_CASE("a reopen whose Welcomes are lost attaches on a later try, its own ear
     sb.Run([loses](Transport& t) -> awaitable<void> {
       auto loser_owner = std::make_shared<WelcomeLoser>(t);
       WelcomeLoser& loser = *loser_owner;
-      StartOptions o = Opts();
-      o.argv = V("cat");
-      o.stdin_pipe = true;
-      auto p = co_await Process::Start(loser, o);
-      REQUIRE(p.ok());
-      CHECK((co_await (*p)->Write("one\n")).ok());
-      std::string seen;
-      while (seen.size() < 4) {
-        auto c = co_await (*p)->Read();
-        REQUIRE(c.ok());
-        REQUIRE(*c);
-        seen += (*c)->bytes;
-      }
-      CHECK(seen == "one\n");
-      absl::StatusOr<std::string> ref = (*p)->Reference();
-      REQUIRE(ref.ok());
-      CHECK((co_await (*p)->Detach()).ok());
+      const std::string ref = co_await StartCatEchoDetach(loser);
       loser.Arm(loses);
-      auto q = co_await Process::Reopen(loser, *ref);
+      auto q = co_await Process::Reopen(loser, ref);
       REQUIRE_MESSAGE(q.ok(), q.status());
       CHECK(loser.lost() == loses);  // each fault fired: the supervisor got each Hello
-      CHECK((co_await (*q)->Write("two\n")).ok());
-      CHECK((co_await (*q)->CloseStdin()).ok());
-      Output rest = co_await ReadAll(**q, 4);
-      CHECK(rest.status.ok());
-      CHECK(rest.out == "two\n");
-      auto e = co_await (*q)->Wait();
-      REQUIRE(e.ok());
-      CHECK(e->code == 0);
+      co_await EchoTwoToExit(**q);
     });
   }
 }
@@ -295,34 +308,11 @@ TEST_CASE("a detach whose channel failed is made again, so that another handle's
   sb.Run([](Transport& t) -> awaitable<void> {
     auto loser_owner = std::make_shared<DetachLoser>(t);
     DetachLoser& loser = *loser_owner;
-    StartOptions o = Opts();
-    o.argv = V("cat");
-    o.stdin_pipe = true;
-    auto p = co_await Process::Start(loser, o);
-    REQUIRE(p.ok());
-    CHECK((co_await (*p)->Write("one\n")).ok());
-    std::string seen;
-    while (seen.size() < 4) {
-      auto c = co_await (*p)->Read();
-      REQUIRE(c.ok());
-      REQUIRE(*c);
-      seen += (*c)->bytes;
-    }
-    CHECK(seen == "one\n");
-    absl::StatusOr<std::string> ref = (*p)->Reference();
-    REQUIRE(ref.ok());
-    CHECK((co_await (*p)->Detach()).ok());
+    const std::string ref = co_await StartCatEchoDetach(loser);
     CHECK(loser.lost() == 1);  // the fault fired
-    auto q = co_await Process::Reopen(t, *ref);
+    auto q = co_await Process::Reopen(t, ref);
     REQUIRE_MESSAGE(q.ok(), q.status());
-    CHECK((co_await (*q)->Write("two\n")).ok());
-    CHECK((co_await (*q)->CloseStdin()).ok());
-    Output rest = co_await ReadAll(**q, 4);
-    CHECK(rest.status.ok());
-    CHECK(rest.out == "two\n");
-    auto e = co_await (*q)->Wait();
-    REQUIRE(e.ok());
-    CHECK(e->code == 0);
+    co_await EchoTwoToExit(**q);
   });
 }
 

@@ -9,6 +9,8 @@
 # when this machine cannot run it (no node 20, no emulator, its node modules
 # cannot be installed); 1 when it failed to come up.
 daytona_emulator_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../emulators" 2>/dev/null && pwd || true)
+# shellcheck source=emulator_modules.sh
+source "$(dirname "${BASH_SOURCE[0]}")/emulator_modules.sh"
 
 start_daytona_emulator() {
   local dir=$1
@@ -19,10 +21,7 @@ start_daytona_emulator() {
   major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
   [[ $major -ge 20 ]] || { echo "node $major is older than 20" >&2; return 77; }
   [[ -n $daytona_emulator_dir && -f $daytona_emulator_dir/daytona.mjs ]] || { echo "no tests/emulators/daytona.mjs" >&2; return 77; }
-  if [[ ! -d $daytona_emulator_dir/node_modules/ws && -f $daytona_emulator_dir/setup.sh ]]; then
-    bash "$daytona_emulator_dir/setup.sh" >&2 || true
-  fi
-  [[ -d $daytona_emulator_dir/node_modules/ws ]] || { echo "no tests/emulators/node_modules (tests/emulators/setup.sh)" >&2; return 77; }
+  emulator_modules "$daytona_emulator_dir" || return
   mkdir -p "$dir"
   node "$daytona_emulator_dir/daytona.mjs" --dir "$dir" "$@" >"$dir/emulator.json" 2>"$dir/emulator.log" &
   daytona_pid=$!

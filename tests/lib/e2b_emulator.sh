@@ -8,6 +8,8 @@
 # node, no emulator, its node modules cannot be installed); 1 when it failed
 # to come up. The emulator's sandbox processes run with TMPDIR=DIR.
 e2b_emulator_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../emulators" 2>/dev/null && pwd || true)
+# shellcheck source=emulator_modules.sh
+source "$(dirname "${BASH_SOURCE[0]}")/emulator_modules.sh"
 
 start_e2b_emulator() {
   local dir=$1
@@ -15,10 +17,7 @@ start_e2b_emulator() {
   e2b_pid=
   command -v node >/dev/null || { echo "no node" >&2; return 77; }
   [[ -n $e2b_emulator_dir && -f $e2b_emulator_dir/e2b.mjs ]] || { echo "no tests/emulators/e2b.mjs" >&2; return 77; }
-  if [[ ! -d $e2b_emulator_dir/node_modules && -f $e2b_emulator_dir/setup.sh ]]; then
-    bash "$e2b_emulator_dir/setup.sh" >&2 || true
-  fi
-  [[ -d $e2b_emulator_dir/node_modules ]] || { echo "no tests/emulators/node_modules (tests/emulators/setup.sh)" >&2; return 77; }
+  emulator_modules "$e2b_emulator_dir" || return
   mkdir -p "$dir"
   TMPDIR=$dir node "$e2b_emulator_dir/e2b.mjs" --dir "$dir" "$@" >"$dir/emulator.json" 2>"$dir/emulator.log" &
   e2b_pid=$!

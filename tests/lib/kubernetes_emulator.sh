@@ -10,19 +10,16 @@
 # stays in the kubeconfig and in emu_token, never in an argv); 77 with
 # emu_why when this machine cannot run it (no node, no node_modules and
 # tests/emulators/setup.sh could not make them); 1 when it failed.
+# shellcheck source=emulator_modules.sh
+source "$(dirname "${BASH_SOURCE[0]}")/emulator_modules.sh"
 start_kubernetes_emulator() {
   local dir=$1 faults=${2:-} tls=${3:-} root line i
   root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
   emu_pid=
   command -v node >/dev/null || { emu_why="no node"; return 77; }
   [[ -f $root/tests/emulators/kubernetes.mjs ]] || { emu_why="no tests/emulators/kubernetes.mjs"; return 77; }
-  if [[ ! -d $root/tests/emulators/node_modules ]]; then
-    if [[ -f $root/tests/emulators/setup.sh ]]; then
-      bash "$root/tests/emulators/setup.sh" >"$dir/emulators-setup.log" 2>&1 || true
-    fi
-    [[ -d $root/tests/emulators/node_modules ]] ||
-      { emu_why="no tests/emulators/node_modules (tests/emulators/setup.sh did not make them)"; return 77; }
-  fi
+  emulator_modules "$root/tests/emulators" 2>"$dir/emulators-setup.log" ||
+    { emu_why="no tests/emulators/node_modules (tests/emulators/setup.sh could not make them)"; return 77; }
   local args=(--dir "$dir/k8s")
   [[ -n $tls ]] && args+=(--tls)
   [[ -n $faults ]] && args+=(--faults "$faults")

@@ -9,6 +9,8 @@
 # (exported) set; 77 when this machine cannot run it (no node 20, no
 # emulator, its node modules cannot be installed); 1 when it failed to come up.
 modal_emulator_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../emulators" 2>/dev/null && pwd || true)
+# shellcheck source=emulator_modules.sh
+source "$(dirname "${BASH_SOURCE[0]}")/emulator_modules.sh"
 
 start_modal_emulator() {
   local dir=$1
@@ -19,10 +21,7 @@ start_modal_emulator() {
   major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
   [[ $major -ge 20 ]] || { echo "node $major is older than 20" >&2; return 77; }
   [[ -n $modal_emulator_dir && -f $modal_emulator_dir/modal.mjs ]] || { echo "no tests/emulators/modal.mjs" >&2; return 77; }
-  if [[ ! -d $modal_emulator_dir/node_modules/@grpc/grpc-js && -f $modal_emulator_dir/setup.sh ]]; then
-    bash "$modal_emulator_dir/setup.sh" >&2 || true
-  fi
-  [[ -d $modal_emulator_dir/node_modules/@grpc/grpc-js ]] || { echo "no tests/emulators/node_modules (tests/emulators/setup.sh)" >&2; return 77; }
+  emulator_modules "$modal_emulator_dir" || return
   mkdir -p "$dir"
   node "$modal_emulator_dir/modal.mjs" --dir "$dir" "$@" >"$dir/emulator.json" 2>"$dir/emulator.log" &
   modal_pid=$!

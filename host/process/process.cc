@@ -316,7 +316,6 @@ asio::awaitable<absl::Status> Process::Disconnect() {
       detach.mutable_detach();
       s.session->Send(std::move(detach));
       co_await s.session->Drain(kCloseAfterExitTimeout);
-      ++s.detach_retries;
     } else if (s.session) {
       s.session->Close();
     }

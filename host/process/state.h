@@ -143,9 +143,6 @@ struct Process::State : std::enable_shared_from_this<Process::State> {
   // the supervisor has not yet seen end, instead of getting BUSY for a
   // lease (PROTOCOL.md 5.4).
   const std::string handle_id = internal::RandomBytes(protocol::kHandleIdBytes);
-  // Detaches that were made again because the first one's channel failed
-  // (Process::Disconnect): for tests.
-  int detach_retries = 0;
   tunnel::Target target;
 
   // Reconnecting: when the channel fails before the exit, attach again

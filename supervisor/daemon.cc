@@ -25,6 +25,7 @@
 #include "supervisor/admission.h"
 #include "supervisor/async.h"
 #include "supervisor/attachment.h"
+#include "supervisor/cancel_watch.h"
 #include "supervisor/child.h"
 #include "supervisor/child_io.h"
 #include "supervisor/launcher.h"
@@ -41,6 +42,10 @@ using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
 constexpr unsigned kAbandonGraceMs = 2000;  // SIGTERM -> SIGKILL for an abandoned run
+// SIGTERM -> SIGKILL for a run whose start the host gave up on (its
+// cancellation marker came after the child started): within the 2 s a
+// cancelled start promises (docs/process-api.md "Aborting a start").
+constexpr unsigned kCancelGraceMs = 1000;
 
 // kTicketKeyBytes from the kernel's random source.
 std::string NewTicketKey() {
@@ -94,6 +99,7 @@ class Daemon final : public AttachmentOwner, public ChildIoListener {
   }
   void ArmLinger();
   void ArmAbandon();
+  void StartAbandoned();
   void Swept() {
     if (shut_down_) io_.stop();
   }
@@ -137,6 +143,7 @@ class Daemon final : public AttachmentOwner, public ChildIoListener {
   bool output_cut_ = false;
   bool terminating_ = false;
   bool cancelled_ = false;  // a cancellation marker was found before the child started
+  CancelWatch cancel_watch_;  // ... or after (StartAbandoned)
   bool shut_down_ = false;
 };
 
@@ -152,7 +159,8 @@ Daemon::Daemon(DaemonConfig config)
       hold_timer_(io_),
       abandon_timer_(io_),
       kill_timer_(io_),
-      drain_timer_(io_) {
+      drain_timer_(io_),
+      cancel_watch_(io_, config_.state_dir, [this] { StartAbandoned(); }) {
   p_.supervisor_path = config_.supervisor_path;
   p_.launched_at_s = static_cast<std::int64_t>(::time(nullptr));
 }
@@ -234,6 +242,22 @@ void Daemon::ArmAbandon() {
   });
 }
 
+void Daemon::StartAbandoned() {
+  if (shut_down_) return;
+  // The host gave up on the start that launched this (cancel_watch.h): no
+  // handle exists or ever will, so nobody would read the exit either.
+  abandoned_ = true;
+  if (auto held = attachment_.lock()) {
+    attachment_.reset();  // (the host's own stuck attach, if it still holds)
+    held->Close();
+  }
+  if (p_.exit || p_.pgid <= 1) {
+    asio::post(io_, [this] { Shutdown(); });
+    return;
+  }
+  Terminate(kCancelGraceMs);  // its exit then shuts down at once (OnExitKnown)
+}
+
 void Daemon::ArmLinger() {
   const unsigned linger = p_.launch.linger_ms() ? p_.launch.linger_ms() : kDefaultLingerMs;
   linger_.expires_after(milliseconds(linger));
@@ -263,6 +287,7 @@ void Daemon::Terminate(unsigned grace_ms) {
 void Daemon::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  cancel_watch_.Stop();
   reaper_.Stop();
   hold_timer_.cancel();
   abandon_timer_.cancel();
@@ -472,6 +497,9 @@ void Daemon::ArmHelloPressure() {
 
 int Daemon::Run() {
   asio::co_spawn(io_, reaper_.Run(), RethrowOnError);
+  // Armed first: Start() looks for the marker once before the child
+  // starts, the watch for one written any time after.
+  cancel_watch_.Start();
   Start();
   if (cancelled_) {
     Shutdown();

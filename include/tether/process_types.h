@@ -115,7 +115,8 @@ struct StartOptions {
   unsigned reconnect_timeout_ms = 30 * 1000;
   // Local limit on setup (install, launch, handshake). When it passes after
   // the launch was dispatched, Start leaves a cancellation marker so that a
-  // delayed launch never starts the child, and fails with kUnknown
+  // delayed launch never starts the child and a child already started is
+  // ended (SIGTERM, SIGKILL a second later), and fails with kUnknown
   // (OUTCOME_UNKNOWN); it never starts the command again to recover.
   unsigned setup_timeout_ms = 30 * 1000;
   // The process belongs to this host alone (`tether run`: no reference is

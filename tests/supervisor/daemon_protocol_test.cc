@@ -1665,6 +1665,40 @@ TEST_CASE("a cancelled launch never starts its child and leaves nothing behind")
   CHECK(::lstat(l.state_dir().c_str(), &st) != 0);
 }
 
+TEST_CASE("a marker written after the child started ends it and all it started, then the daemon leaves") {
+  // The host gave up on the start after its launch started the child (an
+  // abort, a setup timeout): no handle to it exists, so it must not run
+  // out its lease (cancel_watch.h). The child ignores SIGTERM (SIGKILL
+  // after the grace) and has a background descendant; the host's own
+  // attachment is still open (a stuck channel), and is closed.
+  for (const bool attached : {true, false}) {
+    CAPTURE(attached);
+    Sandbox sb;
+    const wire::Launch l = sb.NewLaunch({"sh", "-c", "trap '' TERM; sleep 300 & echo $! $$; wait"}, false);
+    Attached a = sb.Start(l);
+    Transcript t;
+    REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return Contains(t.data[0], "\n"); }).ok());
+    std::istringstream ids(t.data[0]);
+    pid_t background = 0, child = 0;
+    ids >> background >> child;
+    REQUIRE(Alive(background));
+    REQUIRE(Alive(child));
+    if (!attached) {
+      a.peer->Send(Detach());
+      REQUIRE(a.peer->CollectUntilClosed(t).ok());
+    }
+    {
+      std::ofstream marker(CancelMarkerPath(l.state_dir()));
+    }
+    // (a bound far below the lease, 30 s, and the 300 s sleep; the
+    // promise is 2 s: kCancelGraceMs 1 s after the marker is seen)
+    CHECK(Eventually([&] { return !Alive(child) && !Alive(background); }, milliseconds(10000)));
+    CHECK(Eventually([&] { return !PathExists(l.state_dir()); }, milliseconds(10000)));
+    if (attached) CHECK(a.peer->CollectUntilClosed(t).ok());
+    CHECK(LaunchCancelled(l.state_dir()));  // (the host's marker stays)
+  }
+}
+
 TEST_CASE("a resent launch attaches without a ticket early, never late, and leaves a marker when it ends") {
   // The host's first Welcome was lost (here: it detaches at once and
   // forgets the ticket); it sends the same Launch again with a resend

@@ -372,8 +372,9 @@ class SlowProbeTransport final : public internal::ForwardingTransport {
   milliseconds delay_;
 };
 
-// Starts through `t`, aborting the start after `after`.
-awaitable<absl::Status> StartAborted(Transport& t, StartOptions o, milliseconds after) {
+// Starts through `t`, aborting the start once `before_abort` returns.
+awaitable<absl::Status> StartAbortedWhen(Transport& t, StartOptions o,
+                                         std::function<awaitable<void>()> before_abort) {
   auto ex = co_await asio::this_coro::executor;
   asio::cancellation_signal abort;
   std::optional<absl::Status> result;
@@ -383,11 +384,44 @@ awaitable<absl::Status> StartAborted(Transport& t, StartOptions o, milliseconds 
                        if (e) std::rethrow_exception(e);
                        result = r.status();
                      }));
-  co_await Sleep(after);
+  co_await before_abort();
   abort.emit(asio::cancellation_type::terminal);
   while (!result) co_await Sleep(milliseconds(10));
   co_return *result;
 }
+
+// Starts through `t`, aborting the start after `after`.
+awaitable<absl::Status> StartAborted(Transport& t, StartOptions o, milliseconds after) {
+  co_return co_await StartAbortedWhen(t, std::move(o), [after] { return Sleep(after); });
+}
+
+// A transport whose first channel never answers: everything the host sends
+// reaches the sandbox (the launch starts the child), nothing comes back
+// (the Welcome is lost in a stuck channel). Later channels (the
+// cancellation marker's call) work.
+class DeafTransport final : public internal::ForwardingTransport {
+ public:
+  explicit DeafTransport(Transport& inner) : ForwardingTransport(inner) {}
+  awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
+    auto ch = co_await inner().Exec(std::move(argv));
+    if (!ch.ok() || execs_++ > 0) co_return ch;
+    co_return std::unique_ptr<Channel>(new DeafChannel(*std::move(ch)));
+  }
+
+ private:
+  class DeafChannel final : public ForwardingChannel {
+   public:
+    using ForwardingChannel::ForwardingChannel;
+    // Swallows what arrives; returns only when the channel fails or ends.
+    awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
+      while (true) {
+        absl::StatusOr<std::size_t> n = co_await inner_->ReadSome(buf);
+        if (!n.ok() || *n == 0) co_return n;
+      }
+    }
+  };
+  int execs_ = 0;
+};
 
 TEST_CASE("a start aborted before dispatch is WAIT_ABORTED and starts nothing") {
   Sandbox sb;
@@ -445,6 +479,52 @@ TEST_CASE("a start aborted after dispatch is OUTCOME_UNKNOWN and the late launch
     CHECK(std::string(st.message()).find("aborted after the launch was dispatched") != std::string::npos);
     co_await Sleep(milliseconds(2000));
     CHECK(!std::filesystem::exists(flag));
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);
+}
+
+TEST_CASE("a start aborted after its launch started the child ends the child, not at its lease") {
+  // Issue 32, item 5: Ctrl-C of a start whose Welcome is stuck. The start
+  // fails (OUTCOME_UNKNOWN: the host cannot know the child ran), and the
+  // child it cannot reach is ended within 2 s (SIGTERM, ignored here, then
+  // SIGKILL a second later), not left to run for good (end_with_host is
+  // off) or for a lease.
+  Sandbox sb;
+  sb.Run([&sb](Transport& t) -> awaitable<void> {
+    co_await WarmUp(t);
+    auto deaf_owner = std::make_shared<DeafTransport>(t);
+    const std::string pid_file = sb.root() + "/child-pid";
+    StartOptions o = Opts();
+    o.argv = V("sh", "-c", "trap '' TERM; echo $$ > " + pid_file + ".tmp; mv " + pid_file + ".tmp " + pid_file +
+                               "; exec sleep 300");
+    o.lease_ms = 120 * 1000;
+    bool child_started = false;
+    absl::Status st = co_await StartAbortedWhen(*deaf_owner, o, [&]() -> awaitable<void> {
+      child_started = co_await AwaitFile(pid_file);
+    });
+    REQUIRE(child_started);  // (the abort came after the launch started it)
+    CHECK(ErrorCodeOf(st) == ErrorCode::kOutcomeUnknown);
+    CHECK(std::string(st.message()).find("aborted after the launch was dispatched") != std::string::npos);
+    const auto aborted = std::chrono::steady_clock::now();
+    std::ifstream f(pid_file);
+    pid_t pid = 0;
+    f >> pid;
+    REQUIRE(pid > 1);
+    const auto alive = [pid] {  // (a zombie is not alive)
+      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+      std::string line;
+      const std::size_t close = std::getline(stat, line) ? line.rfind(')') : std::string::npos;
+      return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
+    };
+    // (10 s: far below the lease and the sleep; the promise is 2 s)
+    while (alive() && std::chrono::steady_clock::now() - aborted < std::chrono::seconds(10)) {
+      co_await Sleep(milliseconds(20));
+    }
+    CHECK_MESSAGE(!alive(), "the abandoned child still runs");
+    MESSAGE("the child ended "
+            << std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - aborted).count()
+            << " ms after the start returned");
+    if (alive()) KillStray(pid);
   });
   CHECK(sb.LeftoverStateDirs() == 0);
 }

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -26,6 +27,25 @@
 
 namespace tether::supervisor {
 namespace {
+
+// Connects to the daemon of the first copy of a launch, whose directory
+// exists. Its socket may not be listening yet (that copy is between its
+// mkdir and its listen, which load can stretch): waits for it, up to
+// kCopyWaitsForDaemonMs, while the directory stands and no cancellation
+// marker does. (ConnectInDir reports a socket not there yet, and one
+// nobody listens on, as NOT_FOUND.)
+absl::StatusOr<int> ConnectToFirstCopy(const std::string& dir) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kCopyWaitsForDaemonMs);
+  std::chrono::milliseconds pause(5);
+  while (true) {
+    absl::StatusOr<int> sock = ConnectInDir(dir);
+    if (sock.ok() || !absl::IsNotFound(sock.status()) || std::chrono::steady_clock::now() >= until) return sock;
+    struct stat st;
+    if (::lstat(dir.c_str(), &st) != 0 || LaunchCancelled(dir)) return sock;
+    ::usleep(static_cast<useconds_t>(pause.count() * 1000));
+    pause = std::min(pause * 2, std::chrono::milliseconds(100));
+  }
+}
 
 bool IdChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
@@ -263,7 +283,13 @@ int LaunchMain(const protocol::LaunchCommand& cmd, std::vector<std::string> ambi
   if (absl::IsAlreadyExists(created)) {
     EraseStrings(&ambient_env);
     // The same launch id never starts a second child: attach to the first.
-    absl::StatusOr<int> sock = ConnectInDir(dir);
+    absl::StatusOr<int> sock = ConnectToFirstCopy(dir);
+    if (!sock.ok() && LaunchCancelled(dir)) {
+      // (the first copy's daemon ended and left its tombstone meanwhile)
+      return Report(cmd, wire::ERROR_CANCELLED,
+                    absl::CancelledError("launch cancelled: its record is gone and a cancellation "
+                                         "marker stands in for it; nothing was started"));
+    }
     if (!sock.ok()) return Report(cmd, wire::ERROR_NOT_FOUND, sock.status());
     return Attach(cmd, *sock, dir, std::move(rest));
   }

@@ -18,6 +18,11 @@
 namespace tether::supervisor {
 
 inline constexpr unsigned kLaunchReadTimeoutMs = 30 * 1000;
+// A copy of a launch (Hello.resend) that finds the launch's directory made
+// but no daemon listening in it yet (the first copy between its mkdir and
+// its listen, slow under load) waits this long for the socket before it
+// reports NOT_FOUND.
+inline constexpr unsigned kCopyWaitsForDaemonMs = 5 * 1000;
 inline constexpr std::size_t kMaxArgs = 64 * 1024;
 inline constexpr std::size_t kMaxLaunchIdBytes = 64;
 inline constexpr std::size_t kMinSecretBytes = 16;

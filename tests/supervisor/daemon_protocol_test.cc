@@ -1141,6 +1141,54 @@ TEST_CASE("the same launch id twice starts only one child") {
   }
 }
 
+TEST_CASE("a copy of a launch that finds the first copy still setting up waits for its daemon") {
+  // The first copy has made the launch's directory but does not listen in
+  // it yet. (conformance.daytona-faults under ASan at ctest -j4 once failed
+  // a start with "connect to supervisor in DIR: No such file or
+  // directory", which a resend arriving in that window gives.) Here the
+  // test is that first copy: it makes the directory, and listens only
+  // after the second copy has found it.
+  Sandbox sb;
+  const wire::Launch l = sb.NewLaunch({"cat"});
+  REQUIRE(CreatePrivateDir(l.state_dir()).ok());
+  Peer copy({"launch"});
+  REQUIRE(copy.SendAsIs(Wrap(l)));
+  std::this_thread::sleep_for(milliseconds(300));  // (the copy is looking meanwhile; not a sync)
+  absl::StatusOr<int> listener = ListenInDir(l.state_dir());
+  REQUIRE(listener.ok());
+  struct pollfd pfd = {*listener, POLLIN, 0};
+  const bool connected = ::poll(&pfd, 1, 10000) == 1;
+  CHECK_MESSAGE(connected, "the copy did not connect: " << copy.stderr_text());
+  if (connected) {
+    const int conn = ::accept4(*listener, nullptr, nullptr, SOCK_CLOEXEC);
+    CHECK(conn >= 0);
+    if (conn >= 0) ::close(conn);
+  }
+  ::close(*listener);
+  RemovePrivateDir(l.state_dir());
+  REQUIRE(copy.WaitExit().has_value());
+  // A directory that never gets a daemon, or gets a cancellation marker,
+  // is given up: NOT_FOUND after the wait, CANCELLED at the marker.
+  {
+    const wire::Launch lone = sb.NewLaunch({"cat"});
+    REQUIRE(CreatePrivateDir(lone.state_dir()).ok());
+    Peer p({"launch"});
+    REQUIRE(p.SendAsIs(Wrap(lone)));
+    CHECK(ExpectFatalError(p).code() == wire::ERROR_NOT_FOUND);
+    RemovePrivateDir(lone.state_dir());
+  }
+  {
+    const wire::Launch cancelled = sb.NewLaunch({"cat"});
+    REQUIRE(CreatePrivateDir(cancelled.state_dir()).ok());
+    Peer p({"launch"});
+    REQUIRE(p.SendAsIs(Wrap(cancelled)));
+    std::this_thread::sleep_for(milliseconds(300));
+    LeaveCancelMarker(cancelled.state_dir());
+    CHECK(ExpectFatalError(p).code() == wire::ERROR_CANCELLED);
+    RemovePrivateDir(cancelled.state_dir());
+  }
+}
+
 TEST_CASE("acknowledging the exit removes the private directory and ends the daemon") {
   Sandbox sb;
   const wire::Launch l = sb.NewLaunch({"sh", "-c", "echo bye"}, false);

@@ -79,10 +79,14 @@ Ran RunSupervisor(const std::vector<std::string>& args) {
 }
 
 // A running `cat` (or `argv`) behind a relay with id "r1", started by
-// `launch --exchange`; it ends a lease (1 s) after its relay is gone.
+// `launch --exchange`; it ends a lease (1 s by default) after its relay is
+// gone. Polls without input send the daemon no request, so the relay's
+// attachment lapses a lease after the launch and the daemon ends a lease
+// after that (end_with_host): a test whose polls must find it running
+// takes a longer lease.
 class ExchangeLaunch {
  public:
-  explicit ExchangeLaunch(std::vector<std::string> argv = {"/bin/cat"}) {
+  explicit ExchangeLaunch(std::vector<std::string> argv = {"/bin/cat"}, unsigned lease_ms = 1000) {
     REQUIRE(::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);  // the daemon and relay end up ours to reap
     ::signal(SIGPIPE, SIG_IGN);
     wire::Envelope launch;
@@ -92,7 +96,7 @@ class ExchangeLaunch {
     for (const std::string& a : argv) l.add_argv(a);
     l.set_stdin_mode(wire::STDIN_PIPE);
     l.set_state_dir(state_dir);
-    l.set_lease_ms(1000);
+    l.set_lease_ms(lease_ms);
     l.set_linger_ms(100);
     l.set_end_with_host(true);
     wire::Envelope hello;
@@ -157,7 +161,9 @@ int SocketsOfOurChildren() {
 // `exchange` command gives up after 2 s without an answer, so the host saw
 // every poll fail and, after 50, declared the channel gone.
 TEST_CASE("the relay answers polls while other connections stall or trickle their requests") {
-  ExchangeLaunch x;
+  // (A 5 s lease: with 1 s, the daemon ended about 2 s after the launch,
+  // and under ASan at ctest -j4 the third poll came after that.)
+  ExchangeLaunch x({"/bin/cat"}, 5000);
   const int sockets = SocketsOfOurChildren();
   const int silent = x.Connect();
   const int trickle = x.Connect();

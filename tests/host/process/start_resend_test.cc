@@ -67,9 +67,16 @@ class LaunchCutter final : public internal::ForwardingTransport {
     awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
       if (lost_) co_return absl::UnavailableError("emulated: the channel was cut");
       if (stage_ == LossAt::kAfterLaunch) {
-        // The child has started, so the launch happened; nothing it said
-        // reaches the host.
-        if (!co_await AwaitFile(flag_, std::chrono::seconds(30))) co_return absl::InternalError("no child");
+        // The child has recorded its start, so the launch happened; nothing
+        // it said reaches the host. (Its line, not just the file: `>>`
+        // makes the file before echo writes, and a start given up after
+        // this cut ends the child at once, cancel_watch.h; a cut at the
+        // file alone could leave no line, as under ASan at ctest -j4.)
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (Starts(flag_) == 0) {
+          if (std::chrono::steady_clock::now() >= until) co_return absl::InternalError("no child");
+          co_await Sleep(std::chrono::milliseconds(5));
+        }
         co_return Lose();
       }
       absl::StatusOr<std::size_t> n = co_await inner_->ReadSome(buf);

@@ -16,6 +16,7 @@
 #include <sys/un.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -1141,19 +1142,45 @@ TEST_CASE("the same launch id twice starts only one child") {
   }
 }
 
+// Waits (at most 10 s) until `dir` has been opened `n` times from now: a
+// launch copy opens its launch's directory on each attempt to connect to
+// the daemon there (ConnectInDir), so n = 2 means it looked, found no
+// daemon, and looked again. Watches before `start` runs. False on timeout.
+bool AwaitDirOpens(const std::string& dir, int n, const std::function<void()>& start) {
+  const int fd = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  REQUIRE(fd >= 0);
+  REQUIRE(::inotify_add_watch(fd, dir.c_str(), IN_OPEN) >= 0);
+  start();
+  int opens = 0;
+  const auto until = steady_clock::now() + milliseconds(10000);
+  alignas(struct inotify_event) char buf[4096];
+  while (opens < n && steady_clock::now() < until) {
+    struct pollfd pfd = {fd, POLLIN, 0};
+    if (::poll(&pfd, 1, 100) != 1) continue;
+    const ssize_t got = ::read(fd, buf, sizeof buf);
+    for (ssize_t at = 0; got > 0 && at < got;) {
+      const auto* ev = reinterpret_cast<const struct inotify_event*>(buf + at);
+      opens += (ev->mask & IN_OPEN) && (ev->mask & IN_ISDIR) && ev->len == 0;
+      at += static_cast<ssize_t>(sizeof(struct inotify_event) + ev->len);
+    }
+  }
+  ::close(fd);
+  return opens >= n;
+}
+
 TEST_CASE("a copy of a launch that finds the first copy still setting up waits for its daemon") {
   // The first copy has made the launch's directory but does not listen in
   // it yet. (conformance.daytona-faults under ASan at ctest -j4 once failed
   // a start with "connect to supervisor in DIR: No such file or
   // directory", which a resend arriving in that window gives.) Here the
   // test is that first copy: it makes the directory, and listens only
-  // after the second copy has found it.
+  // after the second copy has looked for its daemon twice.
   Sandbox sb;
   const wire::Launch l = sb.NewLaunch({"cat"});
   REQUIRE(CreatePrivateDir(l.state_dir()).ok());
   Peer copy({"launch"});
-  REQUIRE(copy.SendAsIs(Wrap(l)));
-  std::this_thread::sleep_for(milliseconds(300));  // (the copy is looking meanwhile; not a sync)
+  // (Listening only once the copy found no daemon and looked again.)
+  CHECK(AwaitDirOpens(l.state_dir(), 2, [&] { REQUIRE(copy.SendAsIs(Wrap(l))); }));
   absl::StatusOr<int> listener = ListenInDir(l.state_dir());
   REQUIRE(listener.ok());
   struct pollfd pfd = {*listener, POLLIN, 0};
@@ -1181,8 +1208,7 @@ TEST_CASE("a copy of a launch that finds the first copy still setting up waits f
     const wire::Launch cancelled = sb.NewLaunch({"cat"});
     REQUIRE(CreatePrivateDir(cancelled.state_dir()).ok());
     Peer p({"launch"});
-    REQUIRE(p.SendAsIs(Wrap(cancelled)));
-    std::this_thread::sleep_for(milliseconds(300));
+    CHECK(AwaitDirOpens(cancelled.state_dir(), 2, [&] { REQUIRE(p.SendAsIs(Wrap(cancelled))); }));
     LeaveCancelMarker(cancelled.state_dir());
     CHECK(ExpectFatalError(p).code() == wire::ERROR_CANCELLED);
     RemovePrivateDir(cancelled.state_dir());

@@ -8,11 +8,24 @@
 #                  second clone can hit on what it did not change (a run
 #                  ~45 commits after another: 35% of its calls hit).
 #   TETHER_PCH     GCC only: each target of three or more C++ sources
-#                  precompiles the headers nearly every host file includes
-#                  (Asio's coroutine headers, abseil's Status, the standard
-#                  containers; Boost.JSON where the target links it). Parsing
-#                  them was a third of a typical translation unit's time
-#                  (4.9 of 15.3 s for host/native/e2b/e2b_channel.cc).
+#                  includes a precompiled set of the headers nearly every host
+#                  file includes (Asio's coroutine headers, abseil's Status,
+#                  the standard containers; Boost.JSON where the target links
+#                  it). Parsing them was a third of a typical translation
+#                  unit's time (4.9 of 15.3 s for host/native/e2b/e2b_channel.cc).
+#                  The set is compiled four times, not once per target: for
+#                  libraries (-fPIC) and executables (-fPIE), each with and
+#                  without Boost.JSON (targets tether_pch_{lib,exe}[_json]);
+#                  every other target reuses one of them (REUSE_FROM). A .gch
+#                  is 155-185 MB: one per target came to 4.1 GB of a 5.3 GB
+#                  release tree and of a 10 GB ASan tree, and a CI machine ran
+#                  out of disk in the ASan link (stop 44). GCC uses a .gch only
+#                  where the flags and the macros its headers read match, so
+#                  the targets that use one are given the two that varied
+#                  (-pthread, BOOST_ASIO_NO_DEPRECATED); a file that would
+#                  not use its .gch (another flag or macro: GCC then parses
+#                  the headers itself, silently) fails to compile
+#                  (-Werror=invalid-pch), naming the flag.
 #   TETHER_FAST_LINKER  link with mold when the compiler accepts it (Debian's
 #                  mold; setup.sh installs it), else lld, else the default.
 #
@@ -85,6 +98,31 @@ function(_tether_targets_below dir out)
   set(${out} ${_targets} PARENT_SCOPE)
 endfunction()
 
+# One holder of the precompiled set: an object library of one empty source,
+# compiled with the flags its users have. $pic: ON for libraries, OFF for
+# executables (-fPIE); $json: also <boost/json.hpp>.
+function(_tether_pch_holder name pic json)
+  set(_src "${PROJECT_BINARY_DIR}/tether_pch/${name}.cc")
+  if(NOT EXISTS "${_src}")
+    file(WRITE "${_src}" "// The precompiled headers' holder (cmake/BuildSpeed.cmake).\n")
+  endif()
+  add_library(${name} OBJECT "${_src}")
+  target_link_libraries(${name} PRIVATE tether_dep::asio tether_dep::absl)
+  target_compile_options(${name} PRIVATE -pthread)
+  set(_headers ${_tether_pch_headers})
+  if(json)
+    target_link_libraries(${name} PRIVATE Boost::json)
+    list(APPEND _headers <boost/json.hpp>)
+  endif()
+  if(pic)
+    set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  else()
+    set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE OFF)
+    target_compile_options(${name} PRIVATE -fPIE)
+  endif()
+  target_precompile_headers(${name} PRIVATE ${_headers})
+endfunction()
+
 function(tether_build_speed)
   if(NOT TETHER_PCH OR NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     return()
@@ -111,13 +149,28 @@ function(tether_build_speed)
       # the fuzzers and host/base/ (sans-I/O: no Asio). C++ only.
       continue()
     endif()
-    set(_headers ${_tether_pch_headers})
+    if(_type STREQUAL "EXECUTABLE")
+      set(_holder tether_pch_exe)
+      set(_pic OFF)
+    else()
+      set(_holder tether_pch_lib)
+      set(_pic ON)
+    endif()
+    set(_json OFF)
     get_target_property(_libs ${_t} LINK_LIBRARIES)
     if(_libs AND "Boost::json" IN_LIST _libs)
-      list(APPEND _headers <boost/json.hpp>)
+      string(APPEND _holder _json)
+      set(_json ON)
     endif()
-    target_precompile_headers(${_t} PRIVATE ${_headers})
+    if(NOT TARGET ${_holder})
+      _tether_pch_holder(${_holder} ${_pic} ${_json})
+    endif()
+    # What the holder was compiled with and its headers read; a file that
+    # would parse the headers itself (a flag or macro that differs) fails.
+    target_compile_options(${_t} PRIVATE -pthread -Werror=invalid-pch)
+    target_compile_definitions(${_t} PRIVATE BOOST_ASIO_NO_DEPRECATED)
+    target_precompile_headers(${_t} REUSE_FROM ${_holder})
     math(EXPR _count "${_count} + 1")
   endforeach()
-  message(STATUS "tether: precompiled headers in ${_count} targets")
+  message(STATUS "tether: ${_count} targets share the precompiled headers")
 endfunction()

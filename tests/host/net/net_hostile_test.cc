@@ -6,7 +6,6 @@
 // call's deadline; a cancelled call releases its connection; an answer
 // trickled a byte at a time is parsed in time linear in its size.
 #include <doctest.h>
-#include <malloc.h>
 #include <unistd.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -14,7 +13,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/websocket.hpp>
 #include <chrono>
-#include <fstream>
 #include <sstream>
 
 #include "host/net/http.h"
@@ -22,73 +20,18 @@
 #include "host/net/internal/put_gate.h"
 #include "host/native/runloop/runloop_api.h"
 #include "tests/host/net/net_test_support.h"
+#include "tests/host/rss_probe.h"
 #include "tether/errors.h"
 
 namespace tether::net {
 namespace {
 
 using namespace testing;
+using tether::testing::RssProbe;
 using namespace boost::asio::experimental::awaitable_operators;
 namespace websocket = boost::beast::websocket;
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
-
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAsan = true;  // shadow memory and the free quarantine make RSS meaningless
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAsan = true;
-#else
-constexpr bool kAsan = false;
-#endif
-#else
-constexpr bool kAsan = false;
-#endif
-
-// The bound on the peak RSS growth of one hostile answer: the largest
-// buffer a limit allows here is a 16 MiB body (max_body as Runloop and Boat
-// set it) or WebSocket message (max_message), which a growing std::string
-// or flat_buffer may hold twice while it reallocates.
-constexpr long kMaxRssGrowth = 64l << 20;  // bytes
-
-long StatusKib(const char* field) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind(field, 0) == 0) return std::stol(line.substr(std::string_view(field).size()));
-  }
-  return -1;
-}
-
-// Peak RSS growth over a case: VmHWM is reset to the current RSS first
-// (clear_refs 5), so the peak is this case's; /proc/self/statm's current
-// RSS is reported too. (The servers run in this process too; they hold a
-// few 64 KiB buffers.)
-struct RssProbe {
-  long rss_before = 0, hwm_reset = 0;
-  RssProbe() {
-    malloc_trim(0);  // what earlier cases freed goes back to the system, so it is not reused unseen
-    std::ofstream("/proc/self/clear_refs") << "5";
-    hwm_reset = StatusKib("VmHWM:");
-    rss_before = StatusKib("VmRSS:");
-  }
-  // VmHWM was reset (else the peak is the whole process's, earlier cases
-  // included, and the check would measure them).
-  bool Reset() const { return hwm_reset >= 0 && hwm_reset <= rss_before + 1024; }
-  long PeakGrowth() const { return (StatusKib("VmHWM:") - rss_before) * 1024; }
-  long Growth() const {
-    std::ifstream f("/proc/self/statm");
-    long size = 0, resident = 0;
-    f >> size >> resident;
-    return resident * sysconf(_SC_PAGESIZE) - rss_before * 1024;
-  }
-  void Check(const char* what) const {
-    MESSAGE(std::string(what), ": peak RSS growth ", PeakGrowth() >> 10, " KiB, RSS growth after ", Growth() >> 10, " KiB");
-    if (kAsan) return;
-    CHECK_MESSAGE(Reset(), "VmHWM was not reset by /proc/self/clear_refs: ", hwm_reset, " KiB against ", rss_before);
-    CHECK(PeakGrowth() < kMaxRssGrowth);
-  }
-};
 
 Request Req(std::string method, std::string target) {
   Request r;

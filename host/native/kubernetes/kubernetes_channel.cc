@@ -122,6 +122,12 @@ class ExecChannel final : public KubernetesChannel {
       conn->inbox.reset();
       if (!m.ok()) {
         if (closed_) co_return absl::CancelledError("kubernetes exec: the channel is closed");
+        if (ErrorCodeOf(m.status()) == ErrorCode::kProtocol) {
+          // A message above max_message, a bad frame: the server broke the
+          // protocol, which opening the stream again would not mend.
+          error_ = MakeError(ErrorCode::kProtocol, absl::StrCat(where_, ": ", m.status().message()));
+          co_return error_;
+        }
         cut_ = true;
         if (conn->ws->close_code().has_value()) {
           eof_ = true;  // closed without a Status: EOF, exit code unknown

@@ -343,6 +343,14 @@ int LaunchMain(const protocol::LaunchCommand& cmd, std::vector<std::string> ambi
   }
   if (cmd.tunnel == LaunchTunnel::kDirect) return 0;  // the daemon listens; the host connects itself
   absl::StatusOr<int> sock = ConnectInDir(dir);
+  if (!sock.ok() && LaunchCancelled(dir)) {
+    // A resent copy's daemon ended and left its tombstone between our look
+    // for a marker and our mkdir: the daemon forked above saw it before it
+    // started anything, and left.
+    return Report(cmd, wire::ERROR_CANCELLED,
+                  absl::CancelledError("launch cancelled: its record is gone and a cancellation "
+                                       "marker stands in for it; nothing was started"));
+  }
   if (!sock.ok()) return Report(cmd, wire::ERROR_INTERNAL, sock.status());
   return Attach(cmd, *sock, dir, std::move(rest));
 }

@@ -416,7 +416,11 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   }
   // A transport that lost the answer to the call that ran the launch says
   // OUTCOME_UNKNOWN itself (a 5xx after the call may have taken effect).
-  const bool lost = !welcome.ok() && LaunchAnswerLost(welcome.status());
+  // So did a resent copy that found the launch's record gone, a tombstone
+  // in its place (it arrived after the first copy's daemon ended): the
+  // process may have run once, and its output is gone with the record.
+  const bool lost = !welcome.ok() && (LaunchAnswerLost(welcome.status()) ||
+                                      (resends > 0 && ErrorCodeOf(welcome.status()) == ErrorCode::kCancelled));
   if (timed_out || aborted || lost) {
     // The Launch was dispatched and its fate is unknown: make sure a delayed
     // one never starts the child. Never launch again.

@@ -5,6 +5,7 @@
 // over the local sandbox, and checks the child's own record of its starts.
 #include <doctest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -36,6 +37,7 @@ class LaunchCutter final : public internal::ForwardingTransport {
   awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
     const bool launch = stage_ == LossAt::kLostAnswer ? (argv.size() > 1 && argv[1] == "launch")
                                                    : (argv.size() == 4 && argv[3] == "tether-start");
+    if (launch && launches_ >= cuts_ && !tombstone_root.empty()) PlaceTombstones();
     if (!launch || launches_++ >= cuts_) co_return co_await inner().Exec(std::move(argv));
     if (stage_ == LossAt::kRefused) co_return absl::UnavailableError("emulated: the exec call failed");
     auto ch = co_await inner().Exec(std::move(argv));
@@ -55,6 +57,11 @@ class LaunchCutter final : public internal::ForwardingTransport {
     co_return std::unique_ptr<Channel>(new CutChannel(*std::move(ch), stage_, flag_, starts_seen_));
   }
   int launches() const { return launches_; }
+  // When set (the sandbox's state root): before the first launch that is
+  // not cut, every launch's record there is replaced by its tombstone, a
+  // cancellation marker, as when the first copy's daemon ended before a
+  // resent copy arrived (PROTOCOL.md 4.1).
+  std::string tombstone_root;
   // The number of child starts the flag showed when each cut was made.
   // (After the Welcome the child may not have written its line yet.)
   const std::vector<int>& starts_seen() const { return *starts_seen_; }
@@ -98,6 +105,12 @@ class LaunchCutter final : public internal::ForwardingTransport {
   };
 
  public:
+  void PlaceTombstones() {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(tombstone_root, ec)) {
+      if (e.is_directory(ec)) std::ofstream(e.path().string() + ".cancel") << "";
+    }
+  }
   static int Starts(const std::string& flag) {
     std::ifstream f(flag);
     int n = 0;
@@ -167,6 +180,30 @@ TEST_CASE("a start whose launch answers are lost more often than it may resend i
     CHECK(cutter->launches() == 5);
     CHECK(LaunchCutter::Starts(flag) == 1);
   });
+}
+
+TEST_CASE("a resent launch that finds a tombstone for its record is OUTCOME_UNKNOWN: it may have run, once") {
+  // The first copy ran the child and its answer was lost; when the resend
+  // arrives, the record is gone and a cancellation marker stands in for it
+  // (a daemon that ended first leaves one). The supervisor refuses the copy
+  // (ERROR_CANCELLED, "nothing was started"); for the host that is not a
+  // cancellation of its own but a launch whose fate it cannot learn.
+  Sandbox sb;
+  const std::string flag = sb.root() + "/starts";
+  sb.Run([&](Transport& t) -> awaitable<void> {
+    co_await WarmUp(t);
+    auto cutter = std::make_shared<LaunchCutter>(t, LossAt::kAfterLaunch, 1, flag);
+    cutter->tombstone_root = sb.root() + "/run";
+    StartOptions o = Opts();
+    o.argv = V("sh", "-c", "echo started >> '" + flag + "'; sleep 30");
+    absl::StatusOr<std::unique_ptr<Process>> p = co_await Process::Start(*cutter, o);
+    CAPTURE(p.status());
+    CHECK(ErrorCodeOf(p.status()) == ErrorCode::kOutcomeUnknown);
+    CHECK(std::string(p.status().message()).find("launch cancelled") != std::string::npos);
+    CHECK(cutter->launches() == 2);
+    CHECK(LaunchCutter::Starts(flag) == 1);
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);  // the first copy's daemon saw the marker too, and ended its child
 }
 
 TEST_CASE("no resend after the window: a launch lost with a short lease is OUTCOME_UNKNOWN, not sent again") {

@@ -70,6 +70,15 @@ int Report(const protocol::LaunchCommand& cmd, wire::ErrorCode code, const absl:
   return 1;
 }
 
+// The launch's directory is gone and its tombstone, a cancellation marker,
+// stands in for it (the daemon that held it has ended): this copy starts
+// nothing.
+int ReportRecordGone(const protocol::LaunchCommand& cmd) {
+  return Report(cmd, wire::ERROR_CANCELLED,
+                absl::CancelledError("launch cancelled: its record is gone and a cancellation "
+                                     "marker stands in for it; nothing was started"));
+}
+
 // Reads exactly one Launch envelope from stdin (armored lines when `text`);
 // bytes after it are returned in *rest.
 absl::StatusOr<wire::Launch> ReadLaunch(bool text, std::string* rest) {
@@ -286,9 +295,7 @@ int LaunchMain(const protocol::LaunchCommand& cmd, std::vector<std::string> ambi
     absl::StatusOr<int> sock = ConnectToFirstCopy(dir);
     if (!sock.ok() && LaunchCancelled(dir)) {
       // (the first copy's daemon ended and left its tombstone meanwhile)
-      return Report(cmd, wire::ERROR_CANCELLED,
-                    absl::CancelledError("launch cancelled: its record is gone and a cancellation "
-                                         "marker stands in for it; nothing was started"));
+      return ReportRecordGone(cmd);
     }
     if (!sock.ok()) return Report(cmd, wire::ERROR_NOT_FOUND, sock.status());
     return Attach(cmd, *sock, dir, std::move(rest));
@@ -347,9 +354,7 @@ int LaunchMain(const protocol::LaunchCommand& cmd, std::vector<std::string> ambi
     // A resent copy's daemon ended and left its tombstone between our look
     // for a marker and our mkdir: the daemon forked above saw it before it
     // started anything, and left.
-    return Report(cmd, wire::ERROR_CANCELLED,
-                  absl::CancelledError("launch cancelled: its record is gone and a cancellation "
-                                       "marker stands in for it; nothing was started"));
+    return ReportRecordGone(cmd);
   }
   if (!sock.ok()) return Report(cmd, wire::ERROR_INTERNAL, sock.status());
   return Attach(cmd, *sock, dir, std::move(rest));

@@ -153,9 +153,12 @@ TEST_CASE("a read after a write that failed on a reset connection ends with kUna
   fs::remove(o.kubeconfig);
 }
 
-// An API server (or whatever answers as one) that accepts the exec and
-// then sends `messages`, each one WebSocket message, and closes.
-net::testing::Handler ExecAnswering(std::function<asio::awaitable<void>(websocket::stream<net::testing::Stream>&)> send) {
+// What a hostile API server does on an accepted exec WebSocket.
+using ServerSide = std::function<asio::awaitable<void>(websocket::stream<net::testing::Stream>&)>;
+
+// An API server (or whatever answers as one) that accepts the exec, runs
+// `send` on its WebSocket, and closes.
+net::testing::Handler ExecAnswering(ServerSide send) {
   return [send = std::move(send)](net::testing::Stream& s) -> asio::awaitable<void> {
     boost::beast::flat_buffer buf;
     net::testing::ServerRequest req;
@@ -172,24 +175,54 @@ net::testing::Handler ExecAnswering(std::function<asio::awaitable<void>(websocke
   };
 }
 
-// Every byte `ch` gives until EOF or an error: (output, the final status).
-asio::awaitable<std::pair<std::string, absl::Status>> ReadAll(Channel& ch) {
+// What `cat` through a kubernetes transport gave, read until EOF or an error.
+struct ExecResult {
   std::string out;
-  char buf[4096];
-  while (true) {
-    absl::StatusOr<std::size_t> n = co_await ch.ReadSome(buf);
-    if (!n.ok()) co_return std::pair(out, n.status());
-    if (*n == 0) co_return std::pair(out, absl::OkStatus());
-    out.append(buf, *n);
-  }
+  absl::Status status;
+  std::optional<int> exit_code;
+  std::string diagnostics;
+};
+
+// Runs `cat` against an API server that answers with `send`, reads every
+// byte, and checks the host's peak RSS growth over the read (RssProbe,
+// named `what`).
+ExecResult ExecAgainst(const char* what, ServerSide send) {
+  asio::io_context io;
+  net::testing::TestServer server(io, ExecAnswering(std::move(send)));
+  KubernetesOptions o;
+  o.pod = "p";
+  o.kubeconfig = WriteKubeconfig("tether-k8s-hostile.yaml", server.url("http"), "{token: t}");
+  absl::StatusOr<std::shared_ptr<Transport>> t = MakeKubernetesTransport(io.get_executor(), o);
+  REQUIRE(t.ok());
+  ExecResult r;
+  testing::RssProbe rss;
+  net::testing::Run(io, [&]() -> asio::awaitable<void> {
+    std::vector<std::string> argv = {"cat"};
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await (*t)->Exec(argv);
+    REQUIRE(ch.ok());
+    char buf[4096];
+    while (true) {
+      absl::StatusOr<std::size_t> n = co_await (*ch)->ReadSome(buf);
+      if (!n.ok() || *n == 0) {
+        r.status = n.status();
+        break;
+      }
+      r.out.append(buf, *n);
+    }
+    r.exit_code = (*ch)->exit_code();
+    r.diagnostics = (*ch)->Diagnostics();
+    (*ch)->Close();
+  });
+  rss.Check(what);
+  fs::remove(o.kubeconfig);
+  return r;
 }
 
 TEST_CASE("hostile: 128 MiB of stderr keeps its last 4 KiB and the host's memory flat; the exit still arrives") {
   // Stderr before the supervisor speaks is kept for error messages only;
   // an endpoint that floods it must not grow the host (issue 30).
   constexpr int kMessages = 128;
-  asio::io_context io;
-  net::testing::TestServer server(io, ExecAnswering([](websocket::stream<net::testing::Stream>& ws) -> asio::awaitable<void> {
+  const ExecResult r = ExecAgainst("128 MiB of kubernetes stderr", [](websocket::stream<net::testing::Stream>& ws) -> asio::awaitable<void> {
     std::string m(1 + (1u << 20), 'e');
     m[0] = '\x02';
     for (int i = 0; i < kMessages; ++i) {
@@ -200,67 +233,32 @@ TEST_CASE("hostile: 128 MiB of stderr keeps its last 4 KiB and the host's memory
     co_await ws.async_write(asio::buffer(std::string("\x01out", 4)), asio::use_awaitable);
     co_await ws.async_write(asio::buffer(std::string("\x03{\"metadata\":{},\"status\":\"Success\"}")),
                             asio::use_awaitable);
-  }));
-  KubernetesOptions o;
-  o.pod = "p";
-  o.kubeconfig = WriteKubeconfig("tether-k8s-stderr-flood.yaml", server.url("http"), "{token: t}");
-  absl::StatusOr<std::shared_ptr<Transport>> t = MakeKubernetesTransport(io.get_executor(), o);
-  REQUIRE(t.ok());
-  testing::RssProbe rss;
-  net::testing::Run(io, [&]() -> asio::awaitable<void> {
-    std::vector<std::string> argv = {"cat"};
-    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await (*t)->Exec(argv);
-    REQUIRE(ch.ok());
-    std::pair<std::string, absl::Status> all = co_await ReadAll(**ch);
-    const std::string& out = all.first;
-    const absl::Status& st = all.second;
-    CHECK(st.ok());
-    CHECK(out == "out");
-    CHECK((*ch)->exit_code() == std::optional<int>(0));
-    const std::string diag = (*ch)->Diagnostics();
-    CHECK(diag.size() <= 4096);
-    CHECK(diag.ends_with("eee<" + std::to_string(kMessages - 1) + ">"));
-    CHECK(diag.find("<" + std::to_string(kMessages - 2) + ">") == std::string::npos);
   });
-  rss.Check("128 MiB of kubernetes stderr");
-  fs::remove(o.kubeconfig);
+  CHECK(r.status.ok());
+  CHECK(r.out == "out");
+  CHECK(r.exit_code == std::optional<int>(0));
+  CHECK(r.diagnostics.size() <= 4096);
+  CHECK(r.diagnostics.ends_with("eee<" + std::to_string(kMessages - 1) + ">"));
+  CHECK(r.diagnostics.find("<" + std::to_string(kMessages - 2) + ">") == std::string::npos);
 }
 
 TEST_CASE("hostile: a message above max_message is a protocol error, read no further, not a cut to retry") {
   // A cut (kUnavailable) makes the tunnel open the stream again; a server
   // that breaks the protocol would be asked again and again.
-  asio::io_context io;
-  net::testing::TestServer server(io, ExecAnswering([](websocket::stream<net::testing::Stream>& ws) -> asio::awaitable<void> {
+  const ExecResult r = ExecAgainst("a kubernetes message over max_message", [](websocket::stream<net::testing::Stream>& ws) -> asio::awaitable<void> {
     co_await ws.async_write(asio::buffer(std::string("\x01" "before", 7)), asio::use_awaitable);
     std::string m(1 + (16u << 20) + 1, 's');  // one byte over the 16 MiB default
     m[0] = '\x01';
     auto [ec, n] = co_await ws.async_write(asio::buffer(m), asio::as_tuple(asio::use_awaitable));
     (void)ec;
     (void)n;
-  }));
-  KubernetesOptions o;
-  o.pod = "p";
-  o.kubeconfig = WriteKubeconfig("tether-k8s-oversize.yaml", server.url("http"), "{token: t}");
-  absl::StatusOr<std::shared_ptr<Transport>> t = MakeKubernetesTransport(io.get_executor(), o);
-  REQUIRE(t.ok());
-  testing::RssProbe rss;
-  net::testing::Run(io, [&]() -> asio::awaitable<void> {
-    std::vector<std::string> argv = {"cat"};
-    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await (*t)->Exec(argv);
-    REQUIRE(ch.ok());
-    std::pair<std::string, absl::Status> all = co_await ReadAll(**ch);
-    const std::string& out = all.first;
-    const absl::Status& st = all.second;
-    CHECK(out == "before");
-    REQUIRE(!st.ok());
-    CHECK(ErrorCodeOf(st) == ErrorCode::kProtocol);
-    CHECK(!absl::IsUnavailable(st));
-    CHECK(std::string(st.message()).find("exceeds the limit (max_message)") != std::string::npos);
-    CHECK(std::string(st.message()).find("pod ns1/p") != std::string::npos);
-    (*ch)->Close();
   });
-  rss.Check("a kubernetes message over max_message");
-  fs::remove(o.kubeconfig);
+  CHECK(r.out == "before");
+  REQUIRE(!r.status.ok());
+  CHECK(ErrorCodeOf(r.status) == ErrorCode::kProtocol);
+  CHECK(!absl::IsUnavailable(r.status));
+  CHECK(std::string(r.status.message()).find("exceeds the limit (max_message)") != std::string::npos);
+  CHECK(std::string(r.status.message()).find("pod ns1/p") != std::string::npos);
 }
 
 TEST_CASE("the registry parses the kubernetes flags and needs --pod") {

@@ -23,6 +23,7 @@ overlap are each counted); `conns`, connections opened. `RT` is the
 round trips on the critical path to the first byte, from the slope between
 the smallest and the largest delay: (first(d2) - first(d1)) / (2 (d2 - d1)).
 `x sdk` is first byte / the same-mode baseline's first byte at that delay.
+First, the CLI's own start: `tether version` against /bin/true.
 The phase table places tether's own marks (TETHER_TRACE, host/support/
 trace.h) on the job's time line: median ms from the job's start.
 """
@@ -311,6 +312,24 @@ def report(target: Target, args, results, out) -> None:
         print(f"| {n} | " + " | ".join(cells) + f" | {fmt(median([j.first for j in jobs]))} |", file=out)
 
 
+def cli_start(args, out) -> None:
+    """The CLI's own start, before any provider: `tether version` against an
+    empty process (/bin/true), medians of 5 x --runs, one after the other."""
+    def med(argv: List[str]) -> float:
+        ts = []
+        for _ in range(5 * args.runs):
+            t0 = time.perf_counter()
+            subprocess.run(argv, stdout=subprocess.DEVNULL, check=True)
+            ts.append((time.perf_counter() - t0) * 1000)
+        return statistics.median(ts)
+    base = med(["/bin/true"])
+    version = med([args.tether, "version"])
+    print(f"\n### The CLI's start: medians of {5 * args.runs} (ms)\n", file=out)
+    print("| job | ms | x /bin/true |\n|---|---|---|", file=out)
+    print(f"| /bin/true | {fmt(base)} | - |", file=out)
+    print(f"| tether version | {fmt(version)} | {version / base:.1f} |", file=out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tether", required=True, help="the tether CLI")
@@ -333,6 +352,7 @@ def main() -> int:
     if not targets:
         ap.error("no target: give --target and/or --ssh")
     print(f"## Start latency (tests/bench/start_latency.sh, {args.runs} runs, {os.cpu_count()} cores)", flush=True)
+    cli_start(args, sys.stdout)
     for t in targets:
         if args.only and args.only not in t.name:
             continue

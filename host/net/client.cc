@@ -114,33 +114,47 @@ asio::awaitable<error_code> ReadHead(Conn& conn, std::unique_ptr<HeadParser>& pa
   }
 }
 
-// Open and Upgrade: connects `conn`, writes `req` and reads the response
-// head; any failure closes `conn` and is passed through `failed` (which
-// names the watchdog's timeout when that is what ended it).
+// Call, Open and Upgrade: sends `req` on an idle kept-alive connection
+// when there is one, else on a new one, and reads the response head. `conn`
+// is the connection used (`current` too, for the caller's watchdog). A
+// reused connection whose write failed never delivered the request (the
+// server had dropped it), so a new connection carries it, once; any other
+// failure closes `conn` and is passed through `failed` (which names the
+// watchdog's timeout when that is what ended it). A reused connection
+// that fails after the write is not retried: the request may have been
+// acted on (a POST that ran a command), and only the caller knows whether
+// it may be sent again.
 template <typename Failed>
-asio::awaitable<absl::StatusOr<std::unique_ptr<HeadParser>>> ClientImpl::SendForHead(std::shared_ptr<Conn> conn,
-                                                                                     HttpRequest& req,
-                                                                                     const std::string& what,
-                                                                                     bool head_request,
-                                                                                     Failed failed) {
-  // Open's body is a stream, and Upgrade reads an error body only up to
-  // kMaxErrorBodyBytes: no limit on a declared length at the head.
-  absl::Status st = co_await Connect(conn);
-  if (!st.ok()) co_return failed(st);
-  if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
-  auto [ec, written] = co_await http::async_write(conn->stream, req, kNoThrow);
-  if (ec) {
-    conn->Close();
-    co_return failed(NetError(what, ec));
+asio::awaitable<absl::StatusOr<std::unique_ptr<HeadParser>>> ClientImpl::SendForHead(
+    std::shared_ptr<Conn>& conn, std::weak_ptr<Conn>& current, const Watchdog& wd, HttpRequest& req,
+    const std::string& what, bool head_request, Failed failed) {
+  for (int attempt = 0;; ++attempt) {
+    if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
+    conn = attempt == 0 ? TakeIdle() : nullptr;
+    const bool reused = conn != nullptr;
+    if (!reused) {
+      conn = NewConn();
+      current = conn;
+      absl::Status st = co_await Connect(conn);
+      if (!st.ok()) co_return failed(st);
+      if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
+    }
+    current = conn;
+    auto [ec, written] = co_await http::async_write(conn->stream, req, kNoThrow);
+    if (ec) {
+      conn->Close();
+      if (reused && !wd.fired()) continue;
+      co_return failed(NetError(what, ec));
+    }
+    if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
+    std::unique_ptr<HeadParser> head;
+    ec = co_await ReadHead(*conn, head, head_request, std::nullopt);
+    if (ec) {
+      conn->Close();
+      co_return failed(NetError(what, ec));
+    }
+    co_return head;
   }
-  if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
-  std::unique_ptr<HeadParser> head;
-  ec = co_await ReadHead(*conn, head, head_request, std::nullopt);
-  if (ec) {
-    conn->Close();
-    co_return failed(NetError(what, ec));
-  }
-  co_return head;
 }
 
 // A non-2xx answer's head and the first kMaxErrorBodyBytes of its body,
@@ -170,73 +184,47 @@ asio::awaitable<absl::StatusOr<Response>> ClientImpl::Call(Request request) {
   std::string what = Describe(request.method, request.target);
   absl::StatusOr<HttpRequest> req = BuildRequest(request);
   if (!req.ok()) co_return req.status();
-  bool head_request = request.method == "HEAD";
   auto current = std::make_shared<std::weak_ptr<Conn>>();
-  Watchdog wd(ex_, options_.request_timeout, [current] {
-    if (std::shared_ptr<Conn> c = current->lock()) c->Close();
-  });
+  Watchdog wd(ex_, options_.request_timeout, CurrentCloser(current));
   auto failed = [&](const absl::Status& st) -> absl::Status {
     return wd.fired() ? TimeoutError(what, options_.request_timeout, "request_timeout") : st;
   };
-  for (int attempt = 0;; ++attempt) {
+  std::shared_ptr<Conn> conn;
+  absl::StatusOr<std::unique_ptr<HeadParser>> sent =
+      co_await SendForHead(conn, *current, wd, *req, what, request.method == "HEAD", failed);
+  if (!sent.ok()) co_return sent.status();
+  std::unique_ptr<HeadParser> head = *std::move(sent);
+  if (const int status = static_cast<int>(head->get().result_int()); status < 200 || status > 299) {
+    // A refusal is read for its message only: its first
+    // kMaxErrorBodyBytes, whatever it declares, so that a huge one keeps
+    // its status and its words (the caller makes an HttpError of it).
+    co_return co_await ReadErrorBody(std::move(conn), std::move(head));
+  }
+  // Beast compares a declared length with the limit once, when the head
+  // ends (and a chunked body chunk by chunk as it reads): here, before a
+  // body byte is read or reserved.
+  if (head->content_length() && *head->content_length() > options_.max_body) {
+    conn->Close();
+    co_return failed(NetError(what, http::error::body_limit));
+  }
+  http::response_parser<http::string_body> parser(std::move(*head));
+  parser.body_limit(options_.max_body);
+  if (!parser.is_done()) {
     if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
-    std::shared_ptr<Conn> conn = attempt == 0 ? TakeIdle() : nullptr;
-    bool reused = conn != nullptr;
-    if (!conn) {
-      conn = NewConn();
-      *current = conn;
-      absl::Status st = co_await Connect(conn);
-      if (!st.ok()) co_return failed(st);
-      if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
-    }
-    *current = conn;
-    auto [wec, written] = co_await http::async_write(conn->stream, *req, kNoThrow);
-    if (wec) {
-      conn->Close();
-      // A kept-alive connection the server dropped: the request never
-      // reached it, so a fresh connection may carry it.
-      if (reused && !wd.fired()) continue;
-      co_return failed(NetError(what, wec));
-    }
-    if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
-    std::unique_ptr<HeadParser> head;
-    error_code ec = co_await ReadHead(*conn, head, head_request, std::nullopt);
+    error_code ec = co_await ReadUntil(*conn, parser, /*header_only=*/false);
     if (ec) {
       conn->Close();
-      co_return failed(NetError(what, ec));
+      co_return failed(BodyNetError(what, ec));
     }
-    if (const int status = static_cast<int>(head->get().result_int()); status < 200 || status > 299) {
-      // A refusal is read for its message only: its first
-      // kMaxErrorBodyBytes, whatever it declares, so that a huge one keeps
-      // its status and its words (the caller makes an HttpError of it).
-      co_return co_await ReadErrorBody(std::move(conn), std::move(head));
-    }
-    // Beast compares a declared length with the limit once, when the head
-    // ends (and a chunked body chunk by chunk as it reads): here, before a
-    // body byte is read or reserved.
-    if (head->content_length() && *head->content_length() > options_.max_body) {
-      conn->Close();
-      co_return failed(NetError(what, http::error::body_limit));
-    }
-    http::response_parser<http::string_body> parser(std::move(*head));
-    parser.body_limit(options_.max_body);
-    if (!parser.is_done()) {
-      if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
-      ec = co_await ReadUntil(*conn, parser, /*header_only=*/false);
-      if (ec) {
-        conn->Close();
-        co_return failed(BodyNetError(what, ec));
-      }
-    }
-    Response response = ToResponse(parser.get().base());
-    response.body = std::move(parser.get().body());
-    if (parser.get().keep_alive() && !conn->closed) {
-      PutIdle(std::move(conn));
-    } else {
-      conn->Close();
-    }
-    co_return response;
   }
+  Response response = ToResponse(parser.get().base());
+  response.body = std::move(parser.get().body());
+  if (parser.get().keep_alive() && !conn->closed) {
+    PutIdle(std::move(conn));
+  } else {
+    conn->Close();
+  }
+  co_return response;
 }
 
 asio::awaitable<absl::StatusOr<std::unique_ptr<BodyStream>>> ClientImpl::Open(Request request) {
@@ -244,13 +232,14 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<BodyStream>>> ClientImpl::Open(Re
   std::string what = Describe(request.method, request.target);
   absl::StatusOr<HttpRequest> req = BuildRequest(request);
   if (!req.ok()) co_return req.status();
-  std::shared_ptr<Conn> conn = NewConn();
-  Watchdog wd(ex_, options_.request_timeout, Closer(conn));
+  auto current = std::make_shared<std::weak_ptr<Conn>>();
+  Watchdog wd(ex_, options_.request_timeout, CurrentCloser(current));
   auto failed = [&](const absl::Status& st) -> absl::Status {
     return wd.fired() ? TimeoutError(what, options_.request_timeout, "request_timeout") : st;
   };
+  std::shared_ptr<Conn> conn;
   absl::StatusOr<std::unique_ptr<HeadParser>> head =
-      co_await SendForHead(conn, *req, what, request.method == "HEAD", failed);
+      co_await SendForHead(conn, *current, wd, *req, what, request.method == "HEAD", failed);
   if (!head.ok()) co_return head.status();
   co_return MakeBodyStream(std::move(keep), std::move(conn), std::move(**head), std::move(what));
 }
@@ -262,18 +251,34 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<BodyWriter>>> ClientImpl::Begin(R
   absl::StatusOr<HttpRequest> req = BuildRequest(request);
   if (!req.ok()) co_return req.status();
   req->chunked(true);
-  std::shared_ptr<Conn> conn = NewConn();
-  Watchdog wd(ex_, options_.request_timeout, Closer(conn));
-  absl::Status st = co_await Connect(conn);
-  if (!st.ok()) co_return wd.fired() ? TimeoutError(what, options_.request_timeout, "request_timeout") : st;
-  if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
-  http::request_serializer<http::string_body> sr(*req);
-  auto [ec, written] = co_await http::async_write_header(conn->stream, sr, kNoThrow);
-  if (ec) {
-    conn->Close();
-    co_return wd.fired() ? TimeoutError(what, options_.request_timeout, "request_timeout") : NetError(what, ec);
+  auto current = std::make_shared<std::weak_ptr<Conn>>();
+  Watchdog wd(ex_, options_.request_timeout, CurrentCloser(current));
+  auto failed = [&](const absl::Status& st) -> absl::Status {
+    return wd.fired() ? TimeoutError(what, options_.request_timeout, "request_timeout") : st;
+  };
+  // As SendForHead: a kept-alive connection first; one whose write of the
+  // head failed never delivered it, so a new connection carries it.
+  for (int attempt = 0;; ++attempt) {
+    if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
+    std::shared_ptr<Conn> conn = attempt == 0 ? TakeIdle() : nullptr;
+    const bool reused = conn != nullptr;
+    if (!reused) {
+      conn = NewConn();
+      *current = conn;
+      absl::Status st = co_await Connect(conn);
+      if (!st.ok()) co_return failed(st);
+      if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
+    }
+    *current = conn;
+    http::request_serializer<http::string_body> sr(*req);
+    auto [ec, written] = co_await http::async_write_header(conn->stream, sr, kNoThrow);
+    if (ec) {
+      conn->Close();
+      if (reused && !wd.fired()) continue;
+      co_return failed(NetError(what, ec));
+    }
+    co_return MakeBodyWriter(std::move(keep), std::move(conn), std::move(what));
   }
-  co_return MakeBodyWriter(std::move(keep), std::move(conn), std::move(what));
 }
 
 asio::awaitable<absl::StatusOr<std::unique_ptr<RawStream>>> ClientImpl::Upgrade(Request request,
@@ -285,12 +290,14 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<RawStream>>> ClientImpl::Upgrade(
   if (!req.ok()) co_return req.status();
   req->set(http::field::connection, "Upgrade");
   req->set(http::field::upgrade, protocol);
-  std::shared_ptr<Conn> conn = NewConn();
-  Watchdog wd(ex_, options_.connect_timeout, Closer(conn));
+  auto current = std::make_shared<std::weak_ptr<Conn>>();
+  Watchdog wd(ex_, options_.connect_timeout, CurrentCloser(current));
   auto failed = [&](const absl::Status& st) -> absl::Status {
     return wd.fired() ? TimeoutError(what, options_.connect_timeout, "connect_timeout") : st;
   };
-  absl::StatusOr<std::unique_ptr<HeadParser>> sent = co_await SendForHead(conn, *req, what, false, failed);
+  std::shared_ptr<Conn> conn;
+  absl::StatusOr<std::unique_ptr<HeadParser>> sent =
+      co_await SendForHead(conn, *current, wd, *req, what, false, failed);
   if (!sent.ok()) co_return sent.status();
   std::unique_ptr<HeadParser> head = *std::move(sent);
   error_code ec;

@@ -98,6 +98,12 @@ std::function<void()> Closer(const std::shared_ptr<Conn>& conn) {
   };
 }
 
+std::function<void()> CurrentCloser(std::shared_ptr<std::weak_ptr<Conn>> current) {
+  return [current = std::move(current)] {
+    if (std::shared_ptr<Conn> c = current->lock()) c->Close();
+  };
+}
+
 namespace {
 
 class InterimCategory final : public boost::system::error_category {

@@ -27,8 +27,14 @@
 // - Limits are checked before allocation: a buffered body above max_body, a
 //   header block above 64 KiB, a WebSocket message above max_message are
 //   errors (kProtocol attached), never truncations.
-// - Connections are kept alive and reused for buffered calls (a small idle
-//   pool per Client); a stream, an upgrade and a WebSocket each own theirs.
+// - Connections are kept alive in a small idle pool per Client. Every call
+//   (Call, Open, Begin, Upgrade, OpenWebSocket) starts on an idle one when
+//   there is one, which saves the TCP and TLS round trips of a new
+//   connection (a warm start: issue 32); a stream owns its connection
+//   while it lasts, and a body read to its end gives it back; an upgrade
+//   and a WebSocket keep theirs. A request is sent again on a new
+//   connection only when writing it to a kept-alive one failed (it never
+//   reached the server); never once the server may have acted on it.
 // - Errors are Status values, never exceptions: kUnavailable for a refused,
 //   reset or timed-out connection (a timeout names itself: "... timed out
 //   after N ms (connect_timeout)"), kInvalidArgument for a bad URL, option
@@ -138,7 +144,9 @@ absl::Status HttpError(const Response& r, std::string_view what);
 absl::Status UntrustedServerError(std::string_view message);
 
 // A response body read as it arrives (sized, chunked, or to the close). It
-// owns its connection, which is closed (never pooled) when it goes.
+// owns its connection: read to its end (ReadSome gave 0) on a connection
+// the server keeps alive, that goes back to the client's idle pool;
+// otherwise it is closed when the stream goes.
 class BodyStream {
  public:
   virtual ~BodyStream() = default;
@@ -156,6 +164,8 @@ class BodyWriter {
   virtual boost::asio::awaitable<absl::Status> Write(std::string_view bytes) = 0;  // one chunk ("" sends nothing)
   // Ends the body and reads the response head (bounded by request_timeout).
   virtual boost::asio::awaitable<absl::StatusOr<std::unique_ptr<BodyStream>>> Finish() = 0;
+  // Abandons the request (closes its connection); after a Finish that
+  // returned a stream, a no-op: the stream owns the connection then.
   virtual void Close() = 0;
 };
 

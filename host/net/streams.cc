@@ -40,17 +40,23 @@ class BodyStreamImpl final : public BodyStream {
         what_(std::move(what)) {
     parser_->body_limit(boost::none);
   }
-  ~BodyStreamImpl() override { conn_->Close(); }
+  ~BodyStreamImpl() override {
+    if (!released_) conn_->Close();
+  }
 
   const Response& head() const override { return head_; }
 
   asio::awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
+    if (released_) co_return 0;  // (conn_ may be another call's now)
     std::shared_ptr<Conn> conn = conn_;
     if (conn->closed) co_return ClosedError(what_);
     if (buf.empty()) co_return absl::InvalidArgumentError(absl::StrCat(what_, ": ReadSome into an empty buffer"));
     if (failed_) co_return absl::UnavailableError(absl::StrCat(what_, ": the body failed earlier"));
     for (bool first = true;; first = false) {
-      if (parser_->is_done()) co_return 0;
+      if (parser_->is_done()) {
+        Release();
+        co_return 0;
+      }
       if (!first && IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what_);
       auto& body = parser_->get().body();
       body.data = buf.data();
@@ -68,15 +74,32 @@ class BodyStreamImpl final : public BodyStream {
     }
   }
 
-  void Close() override { conn_->Close(); }
+  void Close() override {
+    if (!released_) conn_->Close();
+  }
 
  private:
+  // The body was read to its end: a connection the server keeps alive goes
+  // back to the client's idle pool (the next call or stream skips TCP and
+  // TLS); PutIdle closes it when it is not fit (closed, pool full), and
+  // TakeIdle when the server sent anything more.
+  void Release() {
+    if (released_) return;
+    released_ = true;
+    if (parser_->get().keep_alive() && !conn_->closed) {
+      client_->PutIdle(conn_);
+    } else {
+      conn_->Close();
+    }
+  }
+
   std::shared_ptr<ClientImpl> client_;
   std::shared_ptr<Conn> conn_;
   std::unique_ptr<BodyParser> parser_;
   Response head_;
   std::string what_;
   bool failed_ = false;
+  bool released_ = false;  // conn_ went back to the pool (or was closed) at the body's end
 };
 
 class BodyWriterImpl final : public BodyWriter {
@@ -88,9 +111,9 @@ class BodyWriterImpl final : public BodyWriter {
   }
 
   asio::awaitable<absl::Status> Write(std::string_view bytes) override {
+    if (finished_) co_return absl::FailedPreconditionError(absl::StrCat(what_, ": Write after Finish"));
     std::shared_ptr<Conn> conn = conn_;
     if (conn->closed) co_return ClosedError(what_);
-    if (finished_) co_return absl::FailedPreconditionError(absl::StrCat(what_, ": Write after Finish"));
     if (bytes.empty()) co_return absl::OkStatus();  // an empty chunk would end the body
     auto [ec, n] = co_await asio::async_write(conn->stream, http::make_chunk(asio::buffer(bytes)), kNoThrow);
     if (ec) {
@@ -102,9 +125,9 @@ class BodyWriterImpl final : public BodyWriter {
   }
 
   asio::awaitable<absl::StatusOr<std::unique_ptr<BodyStream>>> Finish() override {
+    if (finished_) co_return absl::FailedPreconditionError(absl::StrCat(what_, ": Finish twice"));
     std::shared_ptr<Conn> conn = conn_;
     if (conn->closed) co_return ClosedError(what_);
-    if (finished_) co_return absl::FailedPreconditionError(absl::StrCat(what_, ": Finish twice"));
     finished_ = true;
     Watchdog wd(client_->executor(), client_->options().request_timeout, Closer(conn));
     auto failed = [&](const error_code& ec) -> absl::Status {
@@ -119,16 +142,22 @@ class BodyWriterImpl final : public BodyWriter {
     std::unique_ptr<HeadParser> head;
     ec = co_await ReadHead(*conn, head, false, std::nullopt);
     if (ec) co_return failed(ec);
+    handed_over_ = true;
     co_return MakeBodyStream(client_, conn, std::move(*head), what_);
   }
 
-  void Close() override { conn_->Close(); }
+  void Close() override {
+    if (!handed_over_) conn_->Close();
+  }
 
  private:
   std::shared_ptr<ClientImpl> client_;
   std::shared_ptr<Conn> conn_;
   std::string what_;
   bool finished_ = false;
+  // The response stream Finish returned owns the connection (and may give
+  // it back to the pool, for another call): this writer no longer closes it.
+  bool handed_over_ = false;
 };
 
 class RawStreamImpl final : public RawStream {

@@ -184,11 +184,18 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<WebSocket>>> ClientImpl::OpenWebS
       co_return absl::InvalidArgumentError(absl::StrCat(what, ": a bad subprotocol name"));
     }
   }
-  std::shared_ptr<Conn> conn = NewConn();
-  // Connect keeps connect_timeout itself; a second watchdog here raced it
-  // and could report a timed-out connect as "closed".
-  absl::Status connected = co_await Connect(conn);
-  if (!connected.ok()) co_return connected;
+  // A kept-alive connection when there is one (saves TCP and TLS round
+  // trips), else a new one. Not retried on a new connection if the
+  // handshake fails: Beast's handshake does not say whether the request
+  // was written, and a server may have acted on it (an exec).
+  std::shared_ptr<Conn> conn = TakeIdle();
+  if (!conn) {
+    conn = NewConn();
+    // Connect keeps connect_timeout itself; a second watchdog here raced it
+    // and could report a timed-out connect as "closed".
+    absl::Status connected = co_await Connect(conn);
+    if (!connected.ok()) co_return connected;
+  }
   if (IsCancelled(co_await asio::this_coro::cancellation_state)) co_return CancelledError(what);
   auto state = std::make_shared<WsState>(std::move(conn->stream), ex_);
   Watchdog wd(ex_, options_.connect_timeout, WsCloser(state));

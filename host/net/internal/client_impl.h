@@ -76,6 +76,9 @@ class Watchdog {
 
 // A watchdog that closes `conn` when it fires.
 std::function<void()> Closer(const std::shared_ptr<Conn>& conn);
+// One that closes whichever connection `current` names when it fires (a
+// call that may move from a kept-alive connection to a new one).
+std::function<void()> CurrentCloser(std::shared_ptr<std::weak_ptr<Conn>> current);
 
 // More than kMaxInterimResponses 1xx heads (ReadHead's own error; NetError
 // names it).
@@ -135,12 +138,12 @@ class ClientImpl final : public Client {
   // The Host header value: "localhost" over Unix sockets.
   std::string HostHeader() const;
 
-  // Connects, writes `req`, reads the response head (client.cc).
+  // Writes `req` on a kept-alive or a new connection and reads the
+  // response head (client.cc).
   template <typename Failed>
-  boost::asio::awaitable<absl::StatusOr<std::unique_ptr<HeadParser>>> SendForHead(std::shared_ptr<Conn> conn,
-                                                                                  HttpRequest& req,
-                                                                                  const std::string& what,
-                                                                                  bool head_request, Failed failed);
+  boost::asio::awaitable<absl::StatusOr<std::unique_ptr<HeadParser>>> SendForHead(
+      std::shared_ptr<Conn>& conn, std::weak_ptr<Conn>& current, const Watchdog& wd, HttpRequest& req,
+      const std::string& what, bool head_request, Failed failed);
 
   std::shared_ptr<Conn> TakeIdle();
   void PutIdle(std::shared_ptr<Conn> conn);

@@ -429,7 +429,7 @@ TEST_CASE("PutFile under a path that cannot be a directory fails and leaves noth
 }
 
 // A Unix socket proxy in front of the engine that cuts an archive upload
-// (a connection whose request starts with "PUT ") after `cut_after` bytes.
+// (a request that starts with "PUT ") after `cut_after` of its bytes.
 class CuttingProxy {
  public:
   CuttingProxy(asio::io_context& io, std::string target, std::size_t cut_after)
@@ -476,7 +476,12 @@ class CuttingProxy {
         co_return;
       }
       if (ec) break;
-      if (upstream && sent == 0) put = std::string_view(buf.data(), n).substr(0, 4) == "PUT ";
+      // A request starts a read on a kept-alive connection too (the client
+      // waits for each answer): count from the PUT's first byte.
+      if (upstream && std::string_view(buf.data(), n).starts_with("PUT ")) {
+        put = true;
+        sent = 0;
+      }
       if (put && sent + n > cut_after_) {
         ++cuts;
         break;

@@ -237,7 +237,113 @@ TEST_CASE("Call reads a chunked response, Open streams one in pieces") {
     CHECK((*s)->head().header("transfer-encoding") == "chunked");
     std::string body = co_await ReadAll(**s, 3);
     CHECK(body == "hello, world");
-    CHECK(server.accepts() == 2);  // a stream owns its connection
+    CHECK(server.accepts() == 1);  // the stream ran on Call's kept-alive connection
+  });
+}
+
+// A server that answers each request on a connection with "<n> <method>
+// <target>" (n counts the requests it received, over all connections) and
+// closes the connection without an answer at its request `drop_at`.
+struct CountingServer {
+  int requests = 0;
+  int drop_at = 0;
+  Handler handler() {
+    return [this](Stream& s) -> asio::awaitable<void> {
+      boost::beast::flat_buffer buf;
+      while (std::optional<ServerRequest> req = co_await ReadRequest(s, buf)) {
+        if (++requests == drop_at) co_return;  // read, maybe acted on, never answered
+        co_await Respond(s, 200, std::to_string(requests) + " " + std::string(req->method_string()) + " " +
+                                     std::string(req->target()));
+      }
+    };
+  }
+};
+
+TEST_CASE("streams start on a kept-alive connection, and a body read to its end gives it back") {
+  asio::io_context io;
+  CountingServer counting;
+  TestServer server(io, counting.handler());
+  auto client = MakeClient(io, server.url("http"));
+  Run(io, [&]() -> asio::awaitable<void> {
+    absl::StatusOr<Response> r = co_await client->Call(Req("GET", "/a"));
+    REQUIRE(r.ok());
+    absl::StatusOr<std::unique_ptr<BodyStream>> s = co_await client->Open(Req("POST", "/exec"));
+    REQUIRE(s.ok());
+    CHECK(co_await ReadAll(**s, 1) == "2 POST /exec");
+    CHECK(server.accepts() == 1);
+    // The stream read to its end gave its connection back (it is still
+    // alive: destroying the stream must not close it).
+    s->reset();
+    Request up;
+    up.method = "PUT";
+    up.target = "/up";
+    absl::StatusOr<std::unique_ptr<BodyWriter>> w = co_await client->Begin(std::move(up));
+    REQUIRE(w.ok());
+    CHECK((co_await (*w)->Write("x")).ok());
+    absl::StatusOr<std::unique_ptr<BodyStream>> ws = co_await (*w)->Finish();
+    REQUIRE(ws.ok());
+    (*w)->Close();  // after Finish: the stream owns the connection
+    CHECK(co_await ReadAll(**ws) == "3 PUT /up");
+    r = co_await client->Call(Req("GET", "/b"));
+    REQUIRE(r.ok());
+    CHECK(r->body == "4 GET /b");
+    CHECK(server.accepts() == 1);
+    // A stream dropped before its end closes its connection: what is left
+    // of its body must never be read as the next call's answer.
+    s = co_await client->Open(Req("GET", "/unread"));
+    REQUIRE(s.ok());
+    s->reset();
+    r = co_await client->Call(Req("GET", "/c"));
+    REQUIRE(r.ok());
+    CHECK(r->body == "6 GET /c");
+    CHECK(server.accepts() == 2);
+  });
+}
+
+TEST_CASE("a request a kept-alive connection delivered is never sent again, even unanswered") {
+  asio::io_context io;
+  CountingServer counting;
+  counting.drop_at = 2;
+  TestServer server(io, counting.handler());
+  auto client = MakeClient(io, server.url("http"));
+  Run(io, [&]() -> asio::awaitable<void> {
+    absl::StatusOr<Response> r = co_await client->Call(Req("GET", "/a"));
+    REQUIRE(r.ok());
+    // The server reads the POST on the kept-alive connection and closes it
+    // unanswered: the command may have run, so it must not run twice.
+    absl::StatusOr<std::unique_ptr<BodyStream>> s = co_await client->Open(Req("POST", "/exec"));
+    CHECK(absl::IsUnavailable(s.status()));
+    CHECK(counting.requests == 2);
+    counting.drop_at = 4;
+    r = co_await client->Call(Req("GET", "/b"));
+    REQUIRE(r.ok());
+    CHECK(r->body == "3 GET /b");
+    r = co_await client->Call(Req("POST", "/run"));
+    CHECK(absl::IsUnavailable(r.status()));
+    CHECK(counting.requests == 4);
+  });
+  CHECK(server.accepts() == 2);
+}
+
+TEST_CASE("a stream skips a kept-alive connection the server has closed") {
+  asio::io_context io;
+  TestServer server(io, [](Stream& s) -> asio::awaitable<void> {
+    boost::beast::flat_buffer buf;
+    if (std::optional<ServerRequest> req = co_await ReadRequest(s, buf)) {
+      co_await Respond(s, 200, std::string(req->target()));
+    }
+    // Keep-alive was promised; the connection is closed anyway (an idle
+    // timeout on the server).
+  });
+  auto client = MakeClient(io, server.url("http"));
+  Run(io, [&]() -> asio::awaitable<void> {
+    absl::StatusOr<Response> r = co_await client->Call(Req("GET", "/a"));
+    REQUIRE(r.ok());
+    co_await Sleep(milliseconds(50));  // the server's FIN arrives
+    absl::StatusOr<std::unique_ptr<BodyStream>> s = co_await client->Open(Req("POST", "/exec"));
+    REQUIRE(s.ok());
+    CHECK(co_await ReadAll(**s) == "/exec");
+    CHECK(server.accepts() == 2);
   });
 }
 
@@ -424,6 +530,34 @@ TEST_CASE("a WebSocket echoes binary messages, reports the chosen subprotocol an
   });
   CHECK(offered == "v1.channel, v2.channel");
   CHECK(auth == "Bearer tok");
+}
+
+TEST_CASE("a WebSocket opens on a kept-alive connection") {
+  asio::io_context io;
+  TestServer server(io, [&](Stream& s) -> asio::awaitable<void> {
+    boost::beast::flat_buffer buf;
+    std::optional<ServerRequest> req = co_await ReadRequest(s, buf);
+    if (!req) co_return;
+    co_await Respond(s, 200, "pod");
+    req = co_await ReadRequest(s, buf);
+    if (!req || !websocket::is_upgrade(*req)) co_return;
+    websocket::stream<Stream> ws(std::move(s));
+    co_await ws.async_accept(*req, asio::use_awaitable);
+    co_await ws.async_write(asio::buffer(std::string("on the same connection")), asio::use_awaitable);
+    co_await ws.async_close(websocket::close_code::normal, asio::use_awaitable);
+  });
+  auto client = MakeClient(io, server.url("http"));
+  Run(io, [&]() -> asio::awaitable<void> {
+    absl::StatusOr<Response> r = co_await client->Call(Req("GET", "/pod"));
+    REQUIRE(r.ok());
+    absl::StatusOr<std::unique_ptr<WebSocket>> ws = co_await client->OpenWebSocket("/exec", {}, {});
+    REQUIRE(ws.ok());
+    absl::StatusOr<WebSocketMessage> m = co_await (*ws)->Read();
+    REQUIRE(m.ok());
+    CHECK(m->data == "on the same connection");
+    CHECK(server.accepts() == 1);
+    (*ws)->Close();
+  });
 }
 
 TEST_CASE("a WebSocket closes with a close handshake, bounded") {

@@ -156,6 +156,13 @@ class BodyStream {
   virtual void Close() = 0;  // idempotent; pending reads complete with an error
 };
 
+// Reads what is left of `stream`'s body on `ex` in the background, at most
+// 64 KiB for at most 2 s, so that its connection goes back to the idle pool
+// (a protocol that knows its last message came, as Connect's end-of-stream,
+// before the HTTP body's own end); past either bound it is closed. For a
+// stream the caller is done with; nothing it reads is kept.
+void DrainInBackground(boost::asio::any_io_executor ex, std::unique_ptr<BodyStream> stream);
+
 // A request whose body is written as it is produced (chunked), then its
 // response read as a stream.
 class BodyWriter {

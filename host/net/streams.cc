@@ -3,6 +3,7 @@
 // None has a deadline of its own; each honours per-operation cancellation
 // (the coroutine's slot reaches the socket) and Close().
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
@@ -234,3 +235,26 @@ std::unique_ptr<RawStream> MakeRawStream(std::shared_ptr<ClientImpl> client, std
 }
 
 }  // namespace tether::net::internal
+
+namespace tether::net {
+
+void DrainInBackground(boost::asio::any_io_executor ex, std::unique_ptr<BodyStream> stream) {
+  if (!stream) return;
+  constexpr std::size_t kDrainBytes = 64 * 1024;
+  constexpr std::chrono::milliseconds kDrainTimeout{2000};
+  auto s = std::shared_ptr<BodyStream>(std::move(stream));
+  auto drain = [](boost::asio::any_io_executor ex, std::shared_ptr<BodyStream> s) -> boost::asio::awaitable<void> {
+    internal::Watchdog wd(ex, kDrainTimeout, [s] { s->Close(); });
+    std::string buf(4096, '\0');
+    std::size_t total = 0;
+    while (total <= kDrainBytes) {
+      absl::StatusOr<std::size_t> n = co_await s->ReadSome(std::span<char>(buf.data(), buf.size()));
+      if (!n.ok() || *n == 0) co_return;  // 0: the body ended, and its connection went back
+      total += *n;
+    }
+    s->Close();
+  };
+  boost::asio::co_spawn(ex, drain(ex, std::move(s)), [](std::exception_ptr) {});
+}
+
+}  // namespace tether::net

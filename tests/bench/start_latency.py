@@ -215,8 +215,9 @@ class SshTarget(Target):
         for mode, prefix in (("cold", cold), ("warm", warm)):
             t = tether_runners(args, "command", ["--prefix", prefix], env)
             out[f"cli {mode}"] = t["cli"]
-            out[f"c++ {mode}"] = t[f"c++ {mode}"]
-            out[f"python {mode}"] = t[f"python {mode}"]
+            for lib in ("c++", "python"):
+                if f"{lib} {mode}" in t:
+                    out[f"{lib} {mode}"] = t[f"{lib} {mode}"]
         out["sdk cold"] = lambda: CommandRunner(self.ssh(port, False) + ["echo", "hi"], env)
         out["sdk warm"] = lambda: CommandRunner(self.ssh(port, True) + ["echo", "hi"], env)
         return out

@@ -6,7 +6,7 @@
 # one-way delay, with round trips counted. Called by `./dev startbench [ARGS...]`; ARGS go to
 # start_latency.py (--runs N, --delays 0,25). Prints Markdown on stdout.
 #
-#   tests/bench/start_latency.sh TETHER RUNNER PYTHON [ARGS...]
+#   tests/bench/start_latency.sh TETHER RUNNER PYTHON [ARGS...]   (PYTHON "": no Python rows)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 tether=$1 runner=$2 python=$3
@@ -79,5 +79,7 @@ else
 fi
 ((${#targets[@]})) || { echo "start_latency: no target could be started" >&2; exit 1; }
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -srm), load $(cut -d' ' -f1-3 /proc/loadavg)"
-PYTHONPATH=$here "$python" "$here/start_latency.py" --tether "$tether" --runner "$runner" \
-  --python "$python" --emulator-dir "$here/../emulators" "${targets[@]}" "$@"
+# An empty PYTHON leaves the Python package's rows out (the bench itself
+# runs on the system's python3 then).
+PYTHONPATH=$here "${python:-python3}" "$here/start_latency.py" --tether "$tether" --runner "$runner" \
+  ${python:+--python "$python"} --emulator-dir "$here/../emulators" "${targets[@]}" "$@"

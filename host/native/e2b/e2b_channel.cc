@@ -190,7 +190,14 @@ class EnvdChannel final : public Channel {
     q_->stopped = true;
     q_->owner = nullptr;
     q_->wake.cancel();
-    if (stream_) stream_->Close();
+    if (stream_ && finished_ && failure_.ok()) {
+      // Its end-of-stream message came: only the HTTP body's end follows,
+      // and the connection then goes back to the pool for the next call
+      // (a later start's input skips TCP and TLS).
+      net::DrainInBackground(ex_, std::move(stream_));
+    } else if (stream_) {
+      stream_->Close();
+    }
     // Dropping envd's stream does not end the process: a bridge whose
     // channel is gone would linger. Best effort, in the background.
     if (started_ && !ended_) {

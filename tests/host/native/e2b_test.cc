@@ -56,13 +56,19 @@ class ScriptedStream final : public net::BodyStream {
     const std::size_t n = std::min({piece_, buf.size(), bytes_.size() - pos_});
     std::memcpy(buf.data(), bytes_.data() + pos_, n);
     pos_ += n;
+    if (n == 0 && log) log->push_back("end");
     co_return n;
   }
   void Close() override {
     closed_ = true;
+    if (log) log->push_back("closed");
     timer_.cancel();
   }
+  ~ScriptedStream() override {
+    if (log) log->push_back("destroyed");
+  }
   net::Response head_;
+  std::shared_ptr<std::vector<std::string>> log;  // "end" (a read gave 0), "closed", "destroyed"
 
  private:
   std::string bytes_;
@@ -270,6 +276,36 @@ TEST_CASE("a channel reads stdout exactly, stderr into diagnostics, then the exi
     (*ch)->Close();
   });
   CHECK(f.client->calls.empty());  // an ended process is not signalled
+}
+
+TEST_CASE("a finished channel's stream is read to its end, not closed: its connection can be kept") {
+  Fixture f;
+  auto log = std::make_shared<std::vector<std::string>>();
+  const std::string stream = Start(42) + Out("x") + End(R"({"exitCode":0,"exited":true})") + Trailer();
+  f.Run([&]() -> asio::awaitable<void> {
+    auto s = std::make_unique<ScriptedStream>(f.io.get_executor(), stream + "\n", 1);
+    s->log = log;
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await OpenEnvdChannel(f.session, std::move(s));
+    REQUIRE(ch.ok());
+    absl::Status end;
+    CHECK(co_await ReadAll(**ch, &end) == "x");
+    CHECK(end.ok());
+    (*ch)->Close();
+  });
+  // The byte after the end-of-stream message was read in the background,
+  // then the end; the stream was never closed.
+  CHECK(*log == std::vector<std::string>{"end", "destroyed"});
+  // Closed before its end-of-stream message: closed, as before.
+  log->clear();
+  Fixture g;
+  g.Run([&]() -> asio::awaitable<void> {
+    auto s = std::make_unique<ScriptedStream>(g.io.get_executor(), Start(42) + Out("x"), 100, true);
+    s->log = log;
+    absl::StatusOr<std::unique_ptr<Channel>> ch = co_await OpenEnvdChannel(g.session, std::move(s));
+    REQUIRE(ch.ok());
+    (*ch)->Close();
+  });
+  CHECK(*log == std::vector<std::string>{"closed", "destroyed"});
 }
 
 TEST_CASE("the start event must come first") {

@@ -325,6 +325,52 @@ TEST_CASE("a request a kept-alive connection delivered is never sent again, even
   CHECK(server.accepts() == 2);
 }
 
+TEST_CASE("DrainInBackground gives back a stream's connection once the body ends, within bounds") {
+  asio::io_context io;
+  TestServer server(io, [](Stream& s) -> asio::awaitable<void> {
+    boost::beast::flat_buffer buf;
+    while (std::optional<ServerRequest> req = co_await ReadRequest(s, buf)) {
+      if (req->target() == "/late-end") {
+        // The last message, then the body's end 100 ms later.
+        co_await WriteRaw(s, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nlast\r\n");
+        co_await Sleep(milliseconds(100));
+        co_await WriteRaw(s, "0\r\n\r\n");
+      } else if (req->target() == "/endless") {
+        co_await WriteRaw(s, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nlast\r\n");
+        const std::string piece = "4000\r\n" + std::string(0x4000, 'z') + "\r\n";
+        for (int i = 0; i < 64; ++i) co_await WriteRaw(s, piece);  // 1 MiB more, never ended
+        co_await Sleep(milliseconds(10000));
+      } else {
+        co_await Respond(s, 200, std::string(req->target()));
+      }
+    }
+  });
+  auto client = MakeClient(io, server.url("http"));
+  Run(io, [&]() -> asio::awaitable<void> {
+    std::string buf(4, '\0');
+    absl::StatusOr<std::unique_ptr<BodyStream>> s = co_await client->Open(Req("GET", "/late-end"));
+    REQUIRE(s.ok());
+    absl::StatusOr<std::size_t> n = co_await (*s)->ReadSome(std::span<char>(buf.data(), buf.size()));
+    REQUIRE(n.ok());
+    CHECK(buf == "last");
+    DrainInBackground(io.get_executor(), std::move(*s));
+    co_await Sleep(milliseconds(300));
+    absl::StatusOr<Response> r = co_await client->Call(Req("GET", "/after"));
+    REQUIRE(r.ok());
+    CHECK(r->body == "/after");
+    CHECK(server.accepts() == 1);
+    // A body that goes on past 64 KiB is not read to its end: closed.
+    s = co_await client->Open(Req("GET", "/endless"));
+    REQUIRE(s.ok());
+    DrainInBackground(io.get_executor(), std::move(*s));
+    co_await Sleep(milliseconds(300));
+    r = co_await client->Call(Req("GET", "/next"));
+    REQUIRE(r.ok());
+    CHECK(r->body == "/next");
+    CHECK(server.accepts() == 2);
+  });
+}
+
 TEST_CASE("a stream skips a kept-alive connection the server has closed") {
   asio::io_context io;
   TestServer server(io, [](Stream& s) -> asio::awaitable<void> {

@@ -83,7 +83,9 @@ absl::StatusOr<std::string> FindSupervisorBinary(const std::string& arch) {
   for (const fs::path& p : Candidates(arch)) {
     std::error_code ec;
     if (fs::is_regular_file(p, ec)) return p.string();
-    absl::StrAppend(&tried, "\n  ", p.string());
+    // One line: error text is escaped for the terminal (a line break
+    // would print as "\n"), so the paths are listed with commas.
+    absl::StrAppend(&tried, tried.empty() ? " " : ", ", p.string());
   }
   return absl::NotFoundError(absl::StrCat("no tether-supervisor-", arch,
                                           " found; set TETHER_SUPERVISOR_DIR. Tried:", tried));

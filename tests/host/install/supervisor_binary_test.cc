@@ -121,6 +121,9 @@ TEST_CASE("a missing supervisor binary is reported, not cached") {
   REQUIRE(absl::IsNotFound(found));  // the seam works: nothing else was searched
   CHECK(absl::IsNotFound(first));
   CHECK(first.message().find("TETHER_SUPERVISOR_DIR") != std::string_view::npos);  // says what to set
+  // Names where it looked, on one line (the CLI escapes a line break as "\n").
+  CHECK(found.message().find(std::string("Tried: ") + tmpl + "/tether-supervisor-aarch64") != std::string_view::npos);
+  CHECK(found.message().find('\n') == std::string_view::npos);
   CHECK(second.ok());
 }
 

@@ -48,6 +48,12 @@ absl::Status FromGrpc(const grpc::Status& st, std::string_view what);
 
 inline constexpr int kMaxRetries = 10;                          // per call, as the SDK
 inline constexpr std::chrono::milliseconds kRetryBase{10};      // doubled per retry, as the SDK
+// New router JWTs one call may ask for after UNAUTHENTICATED answers. The
+// SDK asks once; but a call that a slow router and retries keep past its
+// new JWT's life (chaos.modal seed 16: the emulator's 3 s JWTs) is then
+// refused for a start that never ran. Bounded, so a router that refuses
+// every JWT ends the call.
+inline constexpr int kMaxJwtRefreshes = 3;
 inline constexpr std::chrono::milliseconds kUnaryDeadline{60000};
 
 struct SessionOptions {
@@ -76,8 +82,9 @@ class ModalSession : public std::enable_shared_from_this<ModalSession> {
   boost::asio::awaitable<absl::Status> RefreshRouter(std::uint64_t generation);
 
   // One unary router call with the SDK's policy: UNAUTHENTICATED refreshes
-  // the JWT once and calls again; the retryable codes call again with
-  // backoff (kMaxRetries). `invoke(async, ctx, req, resp, done)` starts it;
+  // the JWT and calls again (up to kMaxJwtRefreshes times: a JWT that
+  // expires within a call slowed by retries may expire again after its
+  // refresh); the retryable codes call again with backoff (kMaxRetries). `invoke(async, ctx, req, resp, done)` starts it;
   // `live` (may be null) holds the call's context, for TryCancel.
   template <class Req, class Resp, class Invoke>
   boost::asio::awaitable<grpc::Status> RouterCall(const Req& req, Resp* resp, Invoke invoke,
@@ -86,7 +93,7 @@ class ModalSession : public std::enable_shared_from_this<ModalSession> {
                                                   int max_retries = kMaxRetries) {
     namespace asio = boost::asio;
     std::chrono::milliseconds delay = kRetryBase;
-    bool refreshed = false;
+    int refreshes = 0;
     for (int attempt = 0;; ++attempt) {
       Router r = router_;
       auto ctx = std::make_shared<grpc::ClientContext>();
@@ -100,8 +107,8 @@ class ModalSession : public std::enable_shared_from_this<ModalSession> {
       if (st.ok()) co_return st;
       asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
       if (cs.cancelled() != asio::cancellation_type::none) co_return st;
-      if (st.error_code() == grpc::StatusCode::UNAUTHENTICATED && !refreshed) {
-        refreshed = true;
+      if (st.error_code() == grpc::StatusCode::UNAUTHENTICATED && refreshes < kMaxJwtRefreshes) {
+        ++refreshes;
         absl::Status rs = co_await RefreshRouter(r.generation);
         if (!rs.ok()) co_return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string(rs.message()));
         continue;

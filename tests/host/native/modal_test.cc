@@ -288,11 +288,16 @@ class Router final : public rt::TaskCommandRouter::Service {
   std::atomic<bool> wait_cancelled{false};
   std::mutex mu;
   std::vector<std::string> authorizations;  // of every TaskExecWait call
+  int expired_jwts = 0;  // TaskExecWait calls answered "the router JWT expired"
   grpc::Status TaskExecWait(grpc::ServerContext* ctx, const rt::TaskExecWaitRequest* req,
                             rt::TaskExecWaitResponse* resp) override {
     {
       std::lock_guard<std::mutex> lock(mu);
       authorizations.push_back(Metadata(ctx, "authorization"));
+      if (expired_jwts > 0) {
+        --expired_jwts;
+        return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "the router JWT expired");
+      }
     }
     if (req->exec_id() == "quick") {
       resp->set_code(42);
@@ -452,6 +457,7 @@ class ControlPlane final : public ::modal::client::ModalClient::Service {
   // Pads AuthTokenGet's answer with this many bytes of header (initial) or
   // trailer metadata: an endpoint that lies about its size.
   std::size_t pad_initial = 0, pad_trailer = 0;
+  int router_accesses = 0;  // JWTs handed out
   grpc::Status AuthTokenGet(grpc::ServerContext* ctx, const ::modal::client::AuthTokenGetRequest*,
                             ::modal::client::AuthTokenGetResponse* resp) override {
     std::lock_guard<std::mutex> lock(mu);
@@ -474,6 +480,7 @@ class ControlPlane final : public ::modal::client::ModalClient::Service {
                                              ::modal::client::TaskGetCommandRouterAccessResponse* resp) override {
     std::lock_guard<std::mutex> lock(mu);
     Client(ctx);
+    ++router_accesses;
     resp->set_url(router_url);
     resp->set_jwt("router-jwt");
     return grpc::Status::OK;
@@ -598,6 +605,35 @@ TEST_CASE("a plaintext loopback server and its loopback router still work (the e
   std::lock_guard<std::mutex> lock(router.svc.mu);
   REQUIRE(router.svc.authorizations.size() == 1);
   CHECK(router.svc.authorizations[0] == "Bearer router-jwt");
+}
+
+TEST_CASE("a router call refused for an expired JWT gets a new one, up to kMaxJwtRefreshes times") {
+  Server router("127.0.0.1:0");
+  ControlServer control("127.0.0.1:0");
+  control.svc.router_url = "https://127.0.0.1:" + std::to_string(router.port);
+  // Expired twice in a row (a call that outlived its refreshed JWT): the
+  // third JWT is taken.
+  router.svc.expired_jwts = 2;
+  SessionRun run = RunSession(Options("http://127.0.0.1:" + std::to_string(control.port)));
+  CAPTURE(run.ready);
+  CAPTURE(run.wait.error_message());
+  REQUIRE(run.ready.ok());
+  CHECK(run.wait.ok());
+  CHECK(run.code == 42);
+  {
+    std::lock_guard<std::mutex> lock(control.svc.mu);
+    CHECK(control.svc.router_accesses == 3);  // Ready's, then one per refusal
+  }
+  // A router that refuses every JWT: the call ends, after 1 + kMaxJwtRefreshes tries.
+  Server refusing("127.0.0.1:0");
+  ControlServer control2("127.0.0.1:0");
+  control2.svc.router_url = "https://127.0.0.1:" + std::to_string(refusing.port);
+  refusing.svc.expired_jwts = 1000;
+  run = RunSession(Options("http://127.0.0.1:" + std::to_string(control2.port)));
+  REQUIRE(run.ready.ok());
+  CHECK(run.wait.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  std::lock_guard<std::mutex> lock(refusing.svc.mu);
+  CHECK(refusing.svc.authorizations.size() == 1 + kMaxJwtRefreshes);
 }
 
 // ---- an endpoint's metadata is bounded (kMaxMetadataBytes) -------------------------

@@ -1158,6 +1158,25 @@ check_T() {
     bad+=("beyond what was produced: status $STATUS, $(err_of t4.beyond)")
   check "T4 bad --stdout-from/--stderr-from values are usage errors (exit 2)" "${#bad[@]}" "${bad[@]}"
   run t4.kill kill "@$WORK/t4.ref" --grace 300
+
+  # T5: each stream resumes at its own offset: stdout from byte 4, stderr
+  # from byte 8; one without the other starts the other at 0. (A wait that
+  # saw the exit ends the record: one job per wait.)
+  bad=()
+  local job from want_out want_err
+  for job in t5a t5b; do
+    start_job "$job" --no-stdin -- sh -c 'printf OUT-0123456789; printf ERR-abcdefghij >&2' "t-$TAG"
+    poll 30 eval 'run $job.st status "@$WORK/$job.ref"; [[ $(cat "$WORK/$job.st.out") == "exited 0" ]]'
+    if [[ $job == t5a ]]; then
+      from=(--stdout-from 4 --stderr-from 8) want_out=0123456789 want_err=efghij
+    else
+      from=(--stderr-from 13) want_out=OUT-0123456789 want_err=j
+    fi
+    run "$job.wait" wait "@$WORK/$job.ref" "${from[@]}"
+    [[ $STATUS -eq 0 && $(cat "$WORK/$job.wait.out") == "$want_out" && $(cat "$WORK/$job.wait.err") == "$want_err" ]] ||
+      bad+=("${from[*]}: status $STATUS, stdout '$(cat "$WORK/$job.wait.out")' (want '$want_out'), stderr '$(cat "$WORK/$job.wait.err")' (want '$want_err')")
+  done
+  check "T5 --stdout-from and --stderr-from resume each stream at its own byte" "${#bad[@]}" "${bad[@]}"
 }
 
 for letter in ${TETHER_HARDENING_ONLY:-A B C D E F G H I J K L M N O P Q R S T}; do

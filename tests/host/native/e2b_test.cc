@@ -193,6 +193,25 @@ TEST_CASE("parses start, data, end and keepalive events") {
   CHECK(e->kind == ProcessEvent::Kind::kOther);
 }
 
+TEST_CASE("an event nested deeper than Boost.JSON's 32 levels is refused, however deep") {
+  // Every provider answer is parsed with json::parse's default options:
+  // depth 32, checked as it parses (no recursion past it, no allocation
+  // for what follows). A keepalive with an unknown field 31 levels deep in
+  // all still parses; 33 levels and a million are errors, not a stack
+  // overflow.
+  auto nested = [](int depth) {
+    return absl::StrCat(R"({"event":{"keepalive":{},"x":)", std::string(depth, '['), std::string(depth, ']'), "}}");
+  };
+  absl::StatusOr<ProcessEvent> e = ParseProcessEvent(nested(29));
+  CHECK(e.ok());
+  for (int depth : {31, 1000000}) {
+    e = ParseProcessEvent(nested(depth));
+    CAPTURE(depth);
+    CHECK_FALSE(e.ok());
+    CHECK(ErrorCodeOf(e.status()) == ErrorCode::kProtocol);
+  }
+}
+
 TEST_CASE("refuses events that are not JSON, bad base64 or a start without a pid") {
   for (std::string_view bad : {"not json", "[1]", R"({"event":{"data":{"stdout":"!!!"}}})",
                                R"({"event":{"data":{"stdout":5}}})", R"({"event":{"start":{}}})",

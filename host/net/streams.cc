@@ -239,22 +239,40 @@ std::unique_ptr<RawStream> MakeRawStream(std::shared_ptr<ClientImpl> client, std
 namespace tether::net {
 
 void DrainInBackground(boost::asio::any_io_executor ex, std::unique_ptr<BodyStream> stream) {
+  internal::DrainInBackground(std::move(ex), std::move(stream), nullptr);
+}
+
+}  // namespace tether::net
+
+namespace tether::net::internal {
+
+void DrainInBackground(boost::asio::any_io_executor ex, std::unique_ptr<BodyStream> stream,
+                       std::function<void(bool kept)> done) {
   if (!stream) return;
   constexpr std::size_t kDrainBytes = 64 * 1024;
   constexpr std::chrono::milliseconds kDrainTimeout{2000};
   auto s = std::shared_ptr<BodyStream>(std::move(stream));
-  auto drain = [](boost::asio::any_io_executor ex, std::shared_ptr<BodyStream> s) -> boost::asio::awaitable<void> {
-    internal::Watchdog wd(ex, kDrainTimeout, [s] { s->Close(); });
-    std::string buf(4096, '\0');
-    std::size_t total = 0;
-    while (total <= kDrainBytes) {
-      absl::StatusOr<std::size_t> n = co_await s->ReadSome(std::span<char>(buf.data(), buf.size()));
-      if (!n.ok() || *n == 0) co_return;  // 0: the body ended, and its connection went back
-      total += *n;
+  auto drain = [](boost::asio::any_io_executor ex, std::shared_ptr<BodyStream> s,
+                  std::function<void(bool)> done) -> boost::asio::awaitable<void> {
+    bool kept = false;
+    {
+      Watchdog wd(ex, kDrainTimeout, [s] { s->Close(); });
+      std::string buf(4096, '\0');
+      std::size_t total = 0;
+      while (total <= kDrainBytes) {
+        absl::StatusOr<std::size_t> n = co_await s->ReadSome(std::span<char>(buf.data(), buf.size()));
+        if (!n.ok()) break;
+        if (*n == 0) {  // the body ended, and its connection went back
+          kept = true;
+          break;
+        }
+        total += *n;
+      }
+      if (!kept) s->Close();
     }
-    s->Close();
+    if (done) done(kept);
   };
-  boost::asio::co_spawn(ex, drain(ex, std::move(s)), [](std::exception_ptr) {});
+  boost::asio::co_spawn(ex, drain(ex, std::move(s), std::move(done)), [](std::exception_ptr) {});
 }
 
-}  // namespace tether::net
+}  // namespace tether::net::internal

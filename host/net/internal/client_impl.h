@@ -155,6 +155,11 @@ class ClientImpl final : public Client {
   std::vector<std::shared_ptr<Conn>> idle_;
 };
 
+// DrainInBackground (http.h), with `done` called once it ends: true when
+// the connection went back to the pool (tests wait for it).
+void DrainInBackground(boost::asio::any_io_executor ex, std::unique_ptr<BodyStream> stream,
+                       std::function<void(bool kept)> done);
+
 // The streams over a connection whose response head was read.
 std::unique_ptr<BodyStream> MakeBodyStream(std::shared_ptr<ClientImpl> client, std::shared_ptr<Conn> conn,
                                            HeadParser&& head, std::string what);

@@ -11,7 +11,10 @@
 #include <boost/beast/websocket.hpp>
 #include <chrono>
 #include <filesystem>
+#include <functional>
+#include <optional>
 
+#include "host/net/internal/client_impl.h"
 #include "tether/errors.h"
 #include "tests/host/net/net_test_support.h"
 
@@ -53,6 +56,15 @@ asio::awaitable<std::string> ReadAll(BodyStream& s, std::size_t piece = 4096) {
     if (*n == 0) co_return out;
     out.append(buf.data(), *n);
   }
+}
+
+// True once `cond` holds, polled every 5 ms for up to 10 s (false then).
+asio::awaitable<bool> WaitFor(std::function<bool()> cond) {
+  for (int i = 0; i < 2000; ++i) {
+    if (cond()) co_return true;
+    co_await Sleep(milliseconds(5));
+  }
+  co_return cond();
 }
 
 // A server that answers every request on a connection with "<method> <target>".
@@ -353,8 +365,10 @@ TEST_CASE("DrainInBackground gives back a stream's connection once the body ends
     absl::StatusOr<std::size_t> n = co_await (*s)->ReadSome(std::span<char>(buf.data(), buf.size()));
     REQUIRE(n.ok());
     CHECK(buf == "last");
-    DrainInBackground(io.get_executor(), std::move(*s));
-    co_await Sleep(milliseconds(300));
+    std::optional<bool> kept;
+    internal::DrainInBackground(io.get_executor(), std::move(*s), [&](bool k) { kept = k; });
+    REQUIRE(co_await WaitFor([&] { return kept.has_value(); }));
+    CHECK(*kept);
     absl::StatusOr<Response> r = co_await client->Call(Req("GET", "/after"));
     REQUIRE(r.ok());
     CHECK(r->body == "/after");
@@ -362,8 +376,10 @@ TEST_CASE("DrainInBackground gives back a stream's connection once the body ends
     // A body that goes on past 64 KiB is not read to its end: closed.
     s = co_await client->Open(Req("GET", "/endless"));
     REQUIRE(s.ok());
-    DrainInBackground(io.get_executor(), std::move(*s));
-    co_await Sleep(milliseconds(300));
+    kept.reset();
+    internal::DrainInBackground(io.get_executor(), std::move(*s), [&](bool k) { kept = k; });
+    REQUIRE(co_await WaitFor([&] { return kept.has_value(); }));
+    CHECK_FALSE(*kept);
     r = co_await client->Call(Req("GET", "/next"));
     REQUIRE(r.ok());
     CHECK(r->body == "/next");
@@ -373,19 +389,24 @@ TEST_CASE("DrainInBackground gives back a stream's connection once the body ends
 
 TEST_CASE("a stream skips a kept-alive connection the server has closed") {
   asio::io_context io;
-  TestServer server(io, [](Stream& s) -> asio::awaitable<void> {
+  bool closed = false;
+  TestServer server(io, [&closed](Stream& s) -> asio::awaitable<void> {
     boost::beast::flat_buffer buf;
     if (std::optional<ServerRequest> req = co_await ReadRequest(s, buf)) {
       co_await Respond(s, 200, std::string(req->target()));
+      // Keep-alive was promised; the connection is closed anyway (an idle
+      // timeout on the server).
+      boost::system::error_code ec;
+      s.lowest().shutdown(asio::socket_base::shutdown_both, ec);
+      s.lowest().close(ec);
+      closed = true;
     }
-    // Keep-alive was promised; the connection is closed anyway (an idle
-    // timeout on the server).
   });
   auto client = MakeClient(io, server.url("http"));
   Run(io, [&]() -> asio::awaitable<void> {
     absl::StatusOr<Response> r = co_await client->Call(Req("GET", "/a"));
     REQUIRE(r.ok());
-    co_await Sleep(milliseconds(50));  // the server's FIN arrives
+    REQUIRE(co_await WaitFor([&] { return closed; }));  // the server's FIN is on its way
     absl::StatusOr<std::unique_ptr<BodyStream>> s = co_await client->Open(Req("POST", "/exec"));
     REQUIRE(s.ok());
     CHECK(co_await ReadAll(**s) == "/exec");

@@ -500,7 +500,13 @@ int Daemon::Run() {
   // Armed first: Start() looks for the marker once before the child
   // starts, the watch for one written any time after.
   cancel_watch_.Start();
-  Start();
+  // The mark before anything can start: from now on a copy of the launch
+  // that finds this directory without a daemon (killed) starts nothing.
+  if (absl::Status st = LeaveDaemonMark(config_.state_dir); !st.ok()) {
+    Fail(absl::IsResourceExhausted(st) ? wire::ERROR_RESOURCE_EXHAUSTED : wire::ERROR_INTERNAL, st);
+  } else {
+    Start();
+  }
   if (cancelled_) {
     Shutdown();
     return 0;

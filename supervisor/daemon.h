@@ -36,6 +36,9 @@ struct DaemonConfig {
   wire::Launch launch;
   std::string state_dir;
   int listen_fd = -1;
+  // The directory's lock (state_dir.h TryLockDir), inherited from the launch
+  // call: held, never used, until the daemon exits.
+  int lock_fd = -1;
   // The child's environment (child.h BuildEnvironment), built by the launch
   // call from its ambient environment before it erased that (proc_scrub.h);
   // or why the requested variables were refused.

@@ -28,20 +28,43 @@
 namespace tether::supervisor {
 namespace {
 
+// What a copy of a launch that found the launch's directory made does.
+struct FirstCopy {
+  absl::StatusOr<int> sock = absl::UnknownError("not looked");  // the first copy's daemon
+  // >= 0: the directory's lock, free and now ours, with no daemon mark: the
+  // copy that made the directory died before its daemon ran (killed with
+  // its exec call), and none ever will run. This copy starts it.
+  int take_over_lock = -1;
+};
+
 // Connects to the daemon of the first copy of a launch, whose directory
 // exists. Its socket may not be listening yet (that copy is between its
 // mkdir and its listen, which load can stretch): waits for it, up to
-// kCopyWaitsForDaemonMs, while the directory stands and no cancellation
-// marker does. (ConnectInDir reports a socket not there yet, and one
-// nobody listens on, as NOT_FOUND.)
-absl::StatusOr<int> ConnectToFirstCopy(const std::string& dir) {
+// kCopyWaitsForDaemonMs, while the directory stands, its lock is held and
+// no cancellation marker stands. (ConnectInDir reports a socket not there
+// yet, and one nobody listens on, as NOT_FOUND.) A free lock ends the wait
+// at once (state_dir.h TryLockDir): no daemon ever comes.
+FirstCopy ConnectToFirstCopy(const std::string& dir) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kCopyWaitsForDaemonMs);
   std::chrono::milliseconds pause(5);
   while (true) {
-    absl::StatusOr<int> sock = ConnectInDir(dir);
-    if (sock.ok() || !absl::IsNotFound(sock.status()) || std::chrono::steady_clock::now() >= until) return sock;
+    FirstCopy r;
+    r.sock = ConnectInDir(dir);
+    if (r.sock.ok() || !absl::IsNotFound(r.sock.status())) return r;
     struct stat st;
-    if (::lstat(dir.c_str(), &st) != 0 || LaunchCancelled(dir)) return sock;
+    if (::lstat(dir.c_str(), &st) != 0 || LaunchCancelled(dir)) return r;
+    if (absl::StatusOr<int> lock = TryLockDir(dir); lock.ok()) {
+      if (!HasDaemonMark(dir)) {
+        r.take_over_lock = *lock;
+        return r;
+      }
+      ::close(*lock);
+      r.sock = absl::NotFoundError(absl::StrCat(
+          "the daemon of launch ", dir.substr(dir.rfind('/') + 1),
+          " is gone without a record (killed?) after it may have started the process: it is not started again"));
+      return r;
+    }
+    if (std::chrono::steady_clock::now() >= until) return r;
     ::usleep(static_cast<useconds_t>(pause.count() * 1000));
     pause = std::min(pause * 2, std::chrono::milliseconds(100));
   }
@@ -289,16 +312,39 @@ int LaunchMain(const protocol::LaunchCommand& cmd, std::vector<std::string> ambi
   }
 
   absl::Status created = CreatePrivateDir(dir);
-  if (absl::IsAlreadyExists(created)) {
-    EraseStrings(&ambient_env);
-    // The same launch id never starts a second child: attach to the first.
-    absl::StatusOr<int> sock = ConnectToFirstCopy(dir);
-    if (!sock.ok() && LaunchCancelled(dir)) {
-      // (the first copy's daemon ended and left its tombstone meanwhile)
-      return ReportRecordGone(cmd);
+  int lock_fd = -1;  // the directory's lock, held until the daemon holds it too
+  if (created.ok()) {
+    absl::StatusOr<int> lock = TryLockDir(dir);
+    if (lock.ok()) {
+      lock_fd = *lock;
+    } else if (absl::IsUnavailable(lock.status())) {
+      // Another copy found the directory between our mkdir and our lock,
+      // took it for a dead copy's and starts the daemon: it is the first.
+      created = absl::AlreadyExistsError("taken over");
+    } else {
+      RemovePrivateDir(dir);
+      return Report(cmd, wire::ERROR_INTERNAL, lock.status());
     }
-    if (!sock.ok()) return Report(cmd, wire::ERROR_NOT_FOUND, sock.status());
-    return Attach(cmd, *sock, dir, std::move(rest));
+  }
+  if (absl::IsAlreadyExists(created)) {
+    // The same launch id never starts a second child: attach to the first.
+    FirstCopy first = ConnectToFirstCopy(dir);
+    if (first.take_over_lock < 0) {
+      EraseStrings(&ambient_env);
+      if (!first.sock.ok() && LaunchCancelled(dir)) {
+        // (the first copy's daemon ended and left its tombstone meanwhile)
+        return ReportRecordGone(cmd);
+      }
+      if (!first.sock.ok()) return Report(cmd, wire::ERROR_NOT_FOUND, first.sock.status());
+      return Attach(cmd, *first.sock, dir, std::move(rest));
+    }
+    // The copy that made the directory was killed before its daemon ran
+    // (what it left: the directory, perhaps a socket nobody listens on).
+    lock_fd = first.take_over_lock;
+    std::fprintf(stderr, "tether-supervisor launch: the copy that made %s ended before its daemon began; this one starts it\n",
+                 dir.c_str());
+    ::unlink(absl::StrCat(dir, "/", kSocketName).c_str());
+    created = absl::OkStatus();
   }
   if (!created.ok()) {
     // A file system that is full or out of inodes is the sandbox's limit
@@ -314,6 +360,7 @@ int LaunchMain(const protocol::LaunchCommand& cmd, std::vector<std::string> ambi
   absl::StatusOr<int> listen_fd = ListenInDir(dir);
   if (!listen_fd.ok()) {
     RemovePrivateDir(dir);
+    ::close(lock_fd);
     return Report(cmd, wire::ERROR_INTERNAL, listen_fd.status());
   }
   if (launch->cwd().empty()) {
@@ -328,7 +375,7 @@ int LaunchMain(const protocol::LaunchCommand& cmd, std::vector<std::string> ambi
   absl::StatusOr<std::vector<std::string>> child_env =
       BuildEnvironment(launch->env(), launch->inherit_env(), ambient.data());
   EraseStrings(&ambient_env);
-  const Forked forked = Daemonize({.keep = {*listen_fd}, .subreaper = true});
+  const Forked forked = Daemonize({.keep = {*listen_fd, lock_fd}, .subreaper = true});
   const int fork_errno = errno;
   if (forked == Forked::kDaemon) {
     DaemonConfig config;
@@ -336,6 +383,7 @@ int LaunchMain(const protocol::LaunchCommand& cmd, std::vector<std::string> ambi
     config.launch = *std::move(launch);
     config.state_dir = dir;
     config.listen_fd = *listen_fd;
+    config.lock_fd = lock_fd;
     config.launcher_parent = launcher_parent;
     config.supervisor_path = OwnPath();
     ::_exit(RunDaemon(std::move(config)));
@@ -344,19 +392,34 @@ int LaunchMain(const protocol::LaunchCommand& cmd, std::vector<std::string> ambi
   if (forked == Forked::kFailed) {
     // Nothing runs: leave nothing behind either.
     RemovePrivateDir(dir);
+    ::close(lock_fd);
     return Report(cmd, wire::ERROR_INTERNAL,
                   absl::ResourceExhaustedError(absl::StrCat("cannot start the daemon: fork: ",
                                                             std::strerror(fork_errno), "; nothing was started")));
   }
-  if (cmd.tunnel == LaunchTunnel::kDirect) return 0;  // the daemon listens; the host connects itself
+  if (cmd.tunnel == LaunchTunnel::kDirect) {
+    ::close(lock_fd);
+    return 0;  // the daemon listens; the host connects itself
+  }
   absl::StatusOr<int> sock = ConnectInDir(dir);
+  // (Held until now: a daemon that died unseen before its mark, e.g. its
+  // fork killed, leaves a directory that a copy may start again only
+  // once we cannot report on it any more.)
+  const bool marked = HasDaemonMark(dir);
+  ::close(lock_fd);
   if (!sock.ok() && LaunchCancelled(dir)) {
     // A resent copy's daemon ended and left its tombstone between our look
     // for a marker and our mkdir: the daemon forked above saw it before it
     // started anything, and left.
     return ReportRecordGone(cmd);
   }
-  if (!sock.ok()) return Report(cmd, wire::ERROR_INTERNAL, sock.status());
+  if (!sock.ok()) {
+    return Report(cmd, wire::ERROR_INTERNAL,
+                  absl::Status(sock.status().code(),
+                               absl::StrCat(sock.status().message(),
+                                            marked ? " (its daemon ended after it began: it may have started the process)"
+                                                   : " (its daemon never began: nothing was started)")));
+  }
   return Attach(cmd, *sock, dir, std::move(rest));
 }
 

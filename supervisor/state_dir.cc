@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -141,7 +142,39 @@ absl::StatusOr<int> ConnectInDir(const std::string& dir) {
 
 void RemovePrivateDir(const std::string& dir) {
   ::unlink(absl::StrCat(dir, "/", kSocketName).c_str());
+  ::unlink(absl::StrCat(dir, "/", kDaemonMarkName).c_str());
   ::rmdir(dir.c_str());
+}
+
+absl::StatusOr<int> TryLockDir(const std::string& dir) {
+  if (absl::Status st = CheckPrivateDir(dir); !st.ok()) return st;
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return Errno("open", dir, errno);
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err == EINTR) continue;
+    ::close(fd);
+    if (err == EWOULDBLOCK) return absl::UnavailableError(absl::StrCat(dir, " is locked by a launch or its daemon"));
+    return Errno("flock", dir, err);
+  }
+  return fd;
+}
+
+absl::Status LeaveDaemonMark(const std::string& dir) {
+  const std::string path = absl::StrCat(dir, "/", kDaemonMarkName);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return Errno("create", path, errno);
+  const std::string pid = absl::StrCat(::getpid(), "\n");  // (for whoever looks)
+  const bool wrote = ::write(fd, pid.data(), pid.size()) == static_cast<ssize_t>(pid.size());
+  const int err = errno;
+  ::close(fd);
+  if (!wrote) return Errno("write", path, err);
+  return absl::OkStatus();
+}
+
+bool HasDaemonMark(const std::string& dir) {
+  struct stat st;
+  return ::lstat(absl::StrCat(dir, "/", kDaemonMarkName).c_str(), &st) == 0;
 }
 
 int RemoveDeadStateDirs(const std::string& root, int max_probes) {
@@ -191,6 +224,7 @@ int RemoveDeadStateDirs(const std::string& root, int max_probes) {
     // full backlog (EAGAIN); both are left alone.
     if (rc != 0 && err == ECONNREFUSED) {
       ::unlinkat(ds.dirfd, kSocketName, 0);
+      ::unlinkat(ds.dirfd, kDaemonMarkName, 0);
       if (::rmdir(dir.c_str()) == 0) ++removed;
     }
   }

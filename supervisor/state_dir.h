@@ -27,8 +27,28 @@ absl::StatusOr<int> ListenInDir(const std::string& dir);
 // Connects to `dir`/sock. Returns the fd (blocking, close-on-exec).
 absl::StatusOr<int> ConnectInDir(const std::string& dir);
 
-// Removes the socket and the directory (best effort, after exit).
+// Removes the socket, the daemon's mark and the directory (best effort,
+// after exit).
 void RemovePrivateDir(const std::string& dir);
+
+// Who may still start a launch's daemon holds its directory's lock (flock,
+// exclusive): the copy of the launch that made the directory, from its
+// mkdir, then the daemon it forks (which inherits it), for the daemon's
+// whole life. A lock nobody holds means nobody alive ever will start that
+// daemon: the copy that made the directory was killed before its daemon
+// ran, or the daemon has died.
+// Locks `dir` without waiting: the descriptor (O_CLOEXEC; closing it
+// releases the lock), kUnavailable while someone else holds it.
+absl::StatusOr<int> TryLockDir(const std::string& dir);
+
+// The daemon's mark: "<dir>/daemon", written by the daemon before it starts
+// anything. A directory with a free lock and no mark never had a child, and
+// never will: a later copy of its launch may start it. With the mark, a
+// free lock means the daemon died after it may have started its child
+// (kill -9): nothing may start it again.
+inline constexpr char kDaemonMarkName[] = "daemon";
+absl::Status LeaveDaemonMark(const std::string& dir);
+bool HasDaemonMark(const std::string& dir);
 
 // Private directories under the state root `root` whose daemon is provably
 // gone: a bound socket nobody listens on (ECONNREFUSED: killed with -9).

@@ -417,10 +417,12 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   // A transport that lost the answer to the call that ran the launch says
   // OUTCOME_UNKNOWN itself (a 5xx after the call may have taken effect).
   // So did a resent copy that found the launch's record gone, a tombstone
-  // in its place (it arrived after the first copy's daemon ended): the
+  // in its place (it arrived after the first copy's daemon ended), or its
+  // daemon gone without one (killed), or never listening (NOT_FOUND): the
   // process may have run once, and its output is gone with the record.
   const bool lost = !welcome.ok() && (LaunchAnswerLost(welcome.status()) ||
-                                      (resends > 0 && ErrorCodeOf(welcome.status()) == ErrorCode::kCancelled));
+                                      (resends > 0 && (ErrorCodeOf(welcome.status()) == ErrorCode::kCancelled ||
+                                                       ErrorCodeOf(welcome.status()) == ErrorCode::kNotFound)));
   if (timed_out || aborted || lost) {
     // The Launch was dispatched and its fate is unknown: make sure a delayed
     // one never starts the child. Never launch again.

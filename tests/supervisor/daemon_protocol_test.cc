@@ -45,6 +45,7 @@
 
 #include "tests/build_paths.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "protocol/envelope.h"
 #include "protocol/frame.h"
@@ -1178,6 +1179,9 @@ TEST_CASE("a copy of a launch that finds the first copy still setting up waits f
   Sandbox sb;
   const wire::Launch l = sb.NewLaunch({"cat"});
   REQUIRE(CreatePrivateDir(l.state_dir()).ok());
+  // (The first copy holds the directory's lock from its mkdir: alive.)
+  absl::StatusOr<int> lock = TryLockDir(l.state_dir());
+  REQUIRE(lock.ok());
   Peer copy({"launch"});
   // (Listening only once the copy found no daemon and looked again.)
   CHECK(AwaitDirOpens(l.state_dir(), 2, [&] { REQUIRE(copy.SendAsIs(Wrap(l))); }));
@@ -1193,26 +1197,107 @@ TEST_CASE("a copy of a launch that finds the first copy still setting up waits f
   }
   ::close(*listener);
   RemovePrivateDir(l.state_dir());
+  ::close(*lock);
   REQUIRE(copy.WaitExit().has_value());
-  // A directory that never gets a daemon, or gets a cancellation marker,
-  // is given up: NOT_FOUND after the wait, CANCELLED at the marker.
+  // A directory that never gets a daemon though its lock stays held, or
+  // gets a cancellation marker, is given up: NOT_FOUND after the wait,
+  // CANCELLED at the marker.
   {
     const wire::Launch lone = sb.NewLaunch({"cat"});
     REQUIRE(CreatePrivateDir(lone.state_dir()).ok());
+    absl::StatusOr<int> held = TryLockDir(lone.state_dir());
+    REQUIRE(held.ok());
     Peer p({"launch"});
     REQUIRE(p.SendAsIs(Wrap(lone)));
     CHECK(ExpectFatalError(p).code() == wire::ERROR_NOT_FOUND);
     RemovePrivateDir(lone.state_dir());
+    ::close(*held);
   }
   {
     const wire::Launch cancelled = sb.NewLaunch({"cat"});
     REQUIRE(CreatePrivateDir(cancelled.state_dir()).ok());
+    absl::StatusOr<int> held = TryLockDir(cancelled.state_dir());
+    REQUIRE(held.ok());
     Peer p({"launch"});
     CHECK(AwaitDirOpens(cancelled.state_dir(), 2, [&] { REQUIRE(p.SendAsIs(Wrap(cancelled))); }));
     LeaveCancelMarker(cancelled.state_dir());
     CHECK(ExpectFatalError(p).code() == wire::ERROR_CANCELLED);
     RemovePrivateDir(cancelled.state_dir());
+    ::close(*held);
   }
+}
+
+TEST_CASE("a copy of a launch whose first copy was killed before its daemon ran starts the process, once") {
+  // The first copy's exec call was killed (a provider deleting the session
+  // of a call whose answer was lost) between its mkdir and its daemon's
+  // start: it left the directory, with or without a socket nobody listens
+  // on, and nobody holds its lock. conformance.daytona-faults failed a
+  // start with "connect to supervisor in DIR: No such file or directory"
+  // when the resent copy waited 5 s for that daemon and gave up.
+  Sandbox sb;
+  for (const bool with_socket : {false, true}) {
+    CAPTURE(with_socket);
+    const std::string flag = sb.tmp / ("starts-" + std::to_string(with_socket));
+    const wire::Launch l = sb.NewLaunch({"/bin/sh", "-c", "echo started >> " + flag + "; echo bye"}, false);
+    REQUIRE(CreatePrivateDir(l.state_dir()).ok());
+    if (with_socket) {
+      absl::StatusOr<int> bound = ListenInDir(l.state_dir());
+      REQUIRE(bound.ok());
+      ::close(*bound);  // (bound, and now nobody listens)
+    }
+    wire::Hello resend;
+    resend.set_resend(true);
+    Attached a = sb.Start(l, resend);
+    CHECK(a.welcome.generation() == 1);
+    Transcript t;
+    REQUIRE(a.peer->CollectUntil(t, [](const Transcript& t) { return t.exit.has_value(); }).ok());
+    CHECK(t.data[0] == "bye\n");
+    CHECK(t.exit->code() == 0);
+    // And a further copy attaches to that one, never starting it again.
+    a.peer->Send(Detach());
+    REQUIRE(a.peer->CollectUntilClosed(t).ok());
+    Peer again({"launch"});
+    REQUIRE(again.SendAsIs(Wrap(l)));
+    absl::StatusOr<wire::Envelope> reply = again.Hello(l.secret(), resend);
+    REQUIRE(reply.ok());
+    REQUIRE_MESSAGE(reply->has_welcome(), reply->DebugString());
+    CHECK(reply->welcome().generation() == 2);
+    std::ifstream f(flag);
+    std::stringstream all;
+    all << f.rdbuf();
+    CHECK(all.str() == "started\n");
+  }
+}
+
+TEST_CASE("a copy of a launch whose daemon was killed after it began starts nothing, and says so at once") {
+  Sandbox sb;
+  const std::string flag = sb.tmp / "starts";
+  const wire::Launch l = sb.NewLaunch({"/bin/sh", "-c", "echo started >> " + flag + "; exec sleep 600"}, false);
+  Attached a = sb.Start(l);
+  const pid_t child = a.welcome.state().pid();
+  const pid_t daemon = ParentOf(child);
+  REQUIRE(daemon > 1);
+  CHECK(HasDaemonMark(l.state_dir()));
+  REQUIRE(::kill(daemon, SIGKILL) == 0);
+  WaitPid(daemon);  // (we are the subreaper)
+  a.peer.reset();
+  // The directory stands, its daemon is gone, its child may still run:
+  // a copy must not start it a second time, nor wait for a daemon.
+  REQUIRE(PathExists(l.state_dir()));
+  Peer copy({"launch"});
+  REQUIRE(copy.SendAsIs(Wrap(l)));
+  wire::Hello resend;
+  resend.set_resend(true);
+  absl::StatusOr<wire::Envelope> reply = copy.Hello(l.secret(), resend);
+  REQUIRE(reply.ok());
+  REQUIRE_MESSAGE(reply->has_error(), reply->DebugString());
+  CHECK(reply->error().code() == wire::ERROR_NOT_FOUND);
+  CHECK_MESSAGE(absl::StrContains(reply->error().message(), "gone without a record"), reply->error().message());
+  std::ifstream f(flag);
+  std::stringstream all;
+  all << f.rdbuf();
+  CHECK(all.str() == "started\n");
+  ::kill(child, SIGKILL);
 }
 
 TEST_CASE("acknowledging the exit removes the private directory and ends the daemon") {

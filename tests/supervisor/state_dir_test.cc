@@ -1,7 +1,9 @@
 #include "supervisor/state_dir.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -347,6 +349,49 @@ TEST_CASE("remove private dir removes the socket and the directory") {
   REQUIRE(CreatePrivateDir(dir).ok());
   RemovePrivateDir(dir);
   CHECK(!PathExists(dir));
+
+  // With the daemon's mark too.
+  REQUIRE(CreatePrivateDir(dir).ok());
+  REQUIRE(LeaveDaemonMark(dir).ok());
+  CHECK(HasDaemonMark(dir));
+  RemovePrivateDir(dir);
+  CHECK(!PathExists(dir));
+}
+
+TEST_CASE("a directory's lock is held by one holder at a time, and freed when its holder closes or dies") {
+  TempDir tmp;
+  const std::string dir = tmp / "state";
+  REQUIRE(CreatePrivateDir(dir).ok());
+  absl::StatusOr<int> first = TryLockDir(dir);
+  REQUIRE(first.ok());
+  absl::StatusOr<int> second = TryLockDir(dir);
+  CHECK(absl::IsUnavailable(second.status()));
+  // A forked holder keeps it held after we close ours (the daemon inherits
+  // the launch call's lock), until it exits.
+  const pid_t holder = ::fork();
+  REQUIRE(holder >= 0);
+  if (holder == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  ::close(*first);
+  CHECK(absl::IsUnavailable(TryLockDir(dir).status()));
+  ::kill(holder, SIGKILL);
+  testing::WaitPid(holder);
+  absl::StatusOr<int> after = TryLockDir(dir);
+  REQUIRE(after.ok());
+  CHECK((::fcntl(*after, F_GETFD) & FD_CLOEXEC) != 0);  // a child exec'd never holds it
+  ::close(*after);
+  // Never through a link, never a directory that is not private.
+  REQUIRE(::symlink(dir.c_str(), (tmp / "link").c_str()) == 0);
+  CHECK_FALSE(TryLockDir(tmp / "link").ok());
+  CHECK(absl::IsNotFound(TryLockDir(tmp / "missing").status()));
+  // The mark: once, never through a link.
+  CHECK_FALSE(HasDaemonMark(dir));
+  REQUIRE(LeaveDaemonMark(dir).ok());
+  CHECK(HasDaemonMark(dir));
+  CHECK_FALSE(LeaveDaemonMark(dir).ok());
+  RemovePrivateDir(dir);
 }
 
 }  // namespace
@@ -401,6 +446,7 @@ TEST_CASE("a state directory whose daemon was killed is removed; a live or young
     REQUIRE(::utimensat(AT_FDCWD, sock.c_str(), t, AT_SYMLINK_NOFOLLOW) == 0);
   };
   ::close(make("dead"));  // bound, nobody listens: what kill -9 leaves
+  REQUIRE(LeaveDaemonMark(dir + "/dead").ok());  // (its daemon had begun)
   age("dead");
   const int live = make("live");
   age("live");

@@ -5,9 +5,13 @@
 // over the local sandbox, and checks the child's own record of its starts.
 #include <doctest.h>
 
+#include <signal.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "tests/host/process/process_fixture.h"
 
@@ -38,6 +42,7 @@ class LaunchCutter final : public internal::ForwardingTransport {
     const bool launch = stage_ == LossAt::kLostAnswer ? (argv.size() > 1 && argv[1] == "launch")
                                                    : (argv.size() == 4 && argv[3] == "tether-start");
     if (launch && launches_ >= cuts_ && !tombstone_root.empty()) PlaceTombstones();
+    if (launch && launches_ >= cuts_ && !kill_daemons_root.empty()) KillDaemons();
     if (!launch || launches_++ >= cuts_) co_return co_await inner().Exec(std::move(argv));
     if (stage_ == LossAt::kRefused) co_return absl::UnavailableError("emulated: the exec call failed");
     auto ch = co_await inner().Exec(std::move(argv));
@@ -62,6 +67,11 @@ class LaunchCutter final : public internal::ForwardingTransport {
   // cancellation marker, as when the first copy's daemon ended before a
   // resent copy arrived (PROTOCOL.md 4.1).
   std::string tombstone_root;
+  // When set (the sandbox's state root): before the first launch that is
+  // not cut, every launch's daemon there is killed (SIGKILL, the pid from
+  // its mark), its directory left as it was: what an OOM kill leaves.
+  std::string kill_daemons_root;
+  int daemons_killed = 0;
   // The number of child starts the flag showed when each cut was made.
   // (After the Welcome the child may not have written its line yet.)
   const std::vector<int>& starts_seen() const { return *starts_seen_; }
@@ -109,6 +119,20 @@ class LaunchCutter final : public internal::ForwardingTransport {
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(tombstone_root, ec)) {
       if (e.is_directory(ec)) std::ofstream(e.path().string() + ".cancel") << "";
+    }
+  }
+  void KillDaemons() {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(kill_daemons_root, ec)) {
+      std::ifstream mark(e.path().string() + "/daemon");
+      pid_t pid = 0;
+      if (!(mark >> pid) || pid <= 1) continue;
+      if (::kill(pid, SIGKILL) == 0) ++daemons_killed;
+      // (Gone before the next copy looks: its lock is freed with it.)
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (::kill(pid, 0) == 0 && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
     }
   }
   static int Starts(const std::string& flag) {
@@ -204,6 +228,34 @@ TEST_CASE("a resent launch that finds a tombstone for its record is OUTCOME_UNKN
     CHECK(LaunchCutter::Starts(flag) == 1);
   });
   CHECK(sb.LeftoverStateDirs() == 0);  // the first copy's daemon saw the marker too, and ended its child
+}
+
+TEST_CASE("a resent launch whose daemon was killed meanwhile is OUTCOME_UNKNOWN: it may have run, once") {
+  // The first copy ran the child and its answer was lost; its daemon is
+  // then killed (SIGKILL), the child left running. The resent copy finds
+  // the directory, no daemon, and the daemon's mark: it starts nothing
+  // (ERROR_NOT_FOUND, at once, not after waiting for a daemon), and for the
+  // host the start's fate is unknown.
+  Sandbox sb;
+  const std::string flag = sb.root() + "/starts";
+  const std::string pid_file = sb.root() + "/child.pid";
+  sb.Run([&](Transport& t) -> awaitable<void> {
+    co_await WarmUp(t);
+    auto cutter = std::make_shared<LaunchCutter>(t, LossAt::kAfterLaunch, 1, flag);
+    cutter->kill_daemons_root = sb.root() + "/run";
+    StartOptions o = Opts();
+    o.argv = V("sh", "-c", "echo $$ > '" + pid_file + "'; echo started >> '" + flag + "'; exec sleep 30");
+    absl::StatusOr<std::unique_ptr<Process>> p = co_await Process::Start(*cutter, o);
+    CAPTURE(p.status());
+    CHECK(cutter->daemons_killed == 1);
+    CHECK(ErrorCodeOf(p.status()) == ErrorCode::kOutcomeUnknown);
+    CHECK(std::string(p.status().message()).find("gone without a record") != std::string::npos);
+    CHECK(cutter->launches() == 2);
+    CHECK(LaunchCutter::Starts(flag) == 1);
+  });
+  std::ifstream f(pid_file);
+  pid_t child = 0;
+  if (f >> child && child > 1) ::kill(child, SIGKILL);
 }
 
 TEST_CASE("no resend after the window: a launch lost with a short lease is OUTCOME_UNKNOWN, not sent again") {

@@ -295,6 +295,11 @@ case $target in
     status=0
     "$tether" conformance "${flags[@]}" "${rerun[@]}" || status=$?
     [[ $status -eq 0 ]] || tail -c 3000 "$work/modal/emulator.log" "$work/modal/requests.log" >&2
+    # The emulator's own check: a control-plane credential on the router.
+    if grep ' VIOLATION ' "$work/modal/requests.log" >&2; then
+      echo "FAIL: modal emulator: the calls above broke a rule (VIOLATION lines)" >&2
+      status=1
+    fi
     # The emulator logs its fault counts when it shuts down (the only
     # record of its `slow` stalls): stop it first.
     kill -TERM "$modal_pid" 2>/dev/null || true

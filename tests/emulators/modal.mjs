@@ -141,8 +141,23 @@ function checkAuthToken(call) {
   if (exp === undefined) throw new RpcError(S.UNAUTHENTICATED, 'missing or unknown x-modal-auth-token');
   if (Date.now() >= exp) throw new RpcError(S.UNAUTHENTICATED, 'the auth token expired');
 }
+// The task's command router is not the control plane: the account's token
+// (id and secret) and the control plane's auth token must never reach it;
+// it gets its own JWT. Logged as a VIOLATION line, which fails the
+// conformance and chaos runs.
+function checkRouterCredentials(call) {
+  for (const [name, value] of Object.entries(call.metadata.getMap())) {
+    const v = String(value);
+    if (name.startsWith('x-modal-token') || name === 'x-modal-auth-token' || v.includes(TOKEN_ID) ||
+        v.includes(TOKEN_SECRET) || authTokens.has(v)) {
+      log.line('router', 'VIOLATION', 'credential', `a control-plane credential reached the router in ${name}`);
+      process.stderr.write(`modal emulator: VIOLATION credential: a control-plane credential in router metadata ${name}\n`);
+    }
+  }
+}
 // The router JWT of a call; its expiry (ms).
 function checkRouterJwt(call) {
+  checkRouterCredentials(call);
   const h = metaValue(call, 'authorization');
   const exp = h.startsWith('Bearer ') ? routerJwts.get(h.slice(7)) : undefined;
   if (exp === undefined) throw new RpcError(S.UNAUTHENTICATED, 'missing or unknown router JWT');

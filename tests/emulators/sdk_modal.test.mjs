@@ -59,6 +59,8 @@ test('SDK (h2c, V1 id): exec, stdin, EOF, stdout/stderr, wait', async () => {
                         'eof at', 'TaskExecStdioRead']) {
       assert.ok(log.includes(call), `the SDK made ${call}`);
     }
+    // The SDK keeps its control-plane credentials off the router too.
+    assert.doesNotMatch(log, / VIOLATION /);
   } finally {
     await emu.stop();
   }
@@ -172,8 +174,17 @@ test('emulator limits: idempotent start and stdin, stdio from an offset, no kill
     await assert.rejects(rawClient(emu.info, 'bogus').call(RT, 'TaskExecPoll', ids),
                          (e) => e.code === grpc.status.UNAUTHENTICATED);
     assert.equal((emu.log().match(/TaskExecStart exec-1 pid/g) ?? []).length, 1);
+    // Control-plane credentials never belong on the router: the emulator
+    // flags one that arrives there (what tether sends is checked by every
+    // conformance and chaos run over this emulator).
+    assert.doesNotMatch(emu.log(), / VIOLATION /);
+    const leaky = rawClient(emu.info, acc.get(1)[0].toString());
+    leaky.md.set('x-modal-auth-token', tok);
+    await leaky.call(RT, 'TaskExecPoll', ids);
+    assert.match(emu.log(), / VIOLATION credential .*x-modal-auth-token/);
     a.c.close();
     r.c.close();
+    leaky.c.close();
   } finally {
     await emu.stop();
   }

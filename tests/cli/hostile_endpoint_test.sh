@@ -10,7 +10,8 @@
 # an OSC title change, a screen clear, colours, a C1 CSI, a right-to-left
 # override, NUL, a carriage return and fake "tether:" lines; as JSON (the
 # usual API error), as plain text, and followed by 4 MiB; and a 302 and a
-# 307 whose Location must not be followed. Each check also
+# 307 whose Location (the same origin, or another one that records what
+# reaches it) must not be followed. Each check also
 # requires that the hostile text did reach the message (escaped), so that
 # it cannot pass because the server's words were dropped.
 set -euo pipefail
@@ -33,7 +34,7 @@ trap cleanup EXIT
 
 start_server() {  # start_server STATUS KIND: sets URL
   [[ -z $server ]] || { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true; }
-  rm -f "$WORK/port" "$WORK/requests"
+  rm -f "$WORK/port" "$WORK/requests" "$WORK/away-port" "$WORK/elsewhere"
   python3 "$here/../lib/hostile_http.py" "$WORK" "$1" "$2" &
   server=$!
   local n=0
@@ -65,7 +66,7 @@ declare -A flags=(
 export E2B_API_KEY=e2b_key-hostile BOAT_API_KEY=boat-key-hostile DAYTONA_API_KEY=dtn-key-hostile \
   RUNLOOP_API_KEY=ak-key-hostile
 
-for answer in "400 json" "500 text" "403 huge" "404 json" "302 redirect" "307 redirect"; do
+for answer in "400 json" "500 text" "403 huge" "404 json" "302 redirect" "307 redirect" "302 away" "307 away"; do
   # shellcheck disable=SC2086
   start_server $answer
   for provider in e2b boat daytona runloop; do
@@ -102,6 +103,17 @@ for answer in "400 json" "500 text" "403 huge" "404 json" "302 redirect" "307 re
         fail "$name: no redirect is followed" "$(cat "$WORK/requests")"
       else
         pass "$name: no redirect is followed"
+      fi
+    fi
+    if [[ $answer == *away ]]; then
+      # Nor one to another origin: its listener (127.0.0.2) is up and
+      # records any request, with the credential headers it carried.
+      if [[ ! -s $WORK/away-port ]]; then
+        fail "$name: no redirect to another origin is followed" "the other origin's listener did not start"
+      elif [[ -e $WORK/elsewhere ]]; then
+        fail "$name: no redirect to another origin is followed" "$(cut -c1-200 "$WORK/elsewhere")"
+      else
+        pass "$name: no redirect to another origin is followed (nothing reached 127.0.0.2:$(cat "$WORK/away-port"))"
       fi
     fi
     # The server's words are there, escaped: the checks above saw them.

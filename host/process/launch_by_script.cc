@@ -27,13 +27,16 @@ constexpr auto kMarkerTimeout = std::chrono::seconds(5);  // a cancellation mark
 
 bool NotDispatched(const absl::Status& status) { return status.GetPayload(kNotDispatched).has_value(); }
 
+absl::Status NotDispatchedStatus(absl::Status status) {
+  status.SetPayload(kNotDispatched, absl::Cord());
+  return status;
+}
+
 namespace {
 // (internal::Cancelled(): a cancellation between two native calls is only
 // recorded, so each launch and upload asks first.)
 absl::Status CancelledBetweenLaunches() {
-  absl::Status st = absl::CancelledError("the start was cancelled before the supervisor was installed");
-  st.SetPayload(kNotDispatched, absl::Cord());
-  return st;
+  return NotDispatchedStatus(absl::CancelledError("the start was cancelled before the supervisor was installed"));
 }
 }  // namespace
 

@@ -30,6 +30,8 @@ boost::asio::awaitable<absl::StatusOr<wire::Welcome>> LaunchByScript(Process::St
                                                                      bool upload, std::string launch_frame,
                                                                      wire::Hello hello, bool* in_flight);
 bool NotDispatched(const absl::Status& status);
+// `status`, marked as a failure between launches (NotDispatched() is true).
+absl::Status NotDispatchedStatus(absl::Status status);
 
 // Writes <root>/run/<launch_id>.cancel wherever a start script may have put
 // the directory, within a bounded time of its own.

@@ -23,6 +23,7 @@
 #include "tether/shell_setup.h"
 #include "tether/supervisor_binary.h"
 #include "host/process/launch_by_script.h"
+#include "host/process/start_flow.h"
 #include "host/tunnel/start_script.h"
 #include "protocol/limits.h"
 
@@ -197,13 +198,6 @@ wire::Envelope LaunchEnvelope(const StartOptions& options, const std::string& la
   return launch_env;
 }
 
-// A launch's channel ended before the Welcome (UNAVAILABLE), or the
-// transport lost the answer to the call that ran it (OUTCOME_UNKNOWN): the
-// launch may or may not have happened.
-bool LaunchAnswerLost(const absl::Status& st) {
-  return absl::IsUnavailable(st) || ErrorCodeOf(st) == ErrorCode::kOutcomeUnknown;
-}
-
 // How long after the first dispatch the same Launch may be sent again: the
 // first launch's record must be certain to live (an unattached daemon with
 // end_with_host ends after a lease; an exit record lasts a linger) and the
@@ -348,11 +342,11 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
   hello.set_window_bytes(options.output_window_bytes);  // shared by both streams
   // Setup deadline: the attach races a timer; whichever loses is cancelled
   // (the channel's pending read with it), so a stuck channel cannot hold us.
+  // What follows each attempt, and the outcome, is StartFlow's to say
+  // (start_flow.h); here only the I/O.
   absl::StatusOr<wire::Welcome> welcome = absl::UnavailableError("setup not finished");
-  bool timed_out = false;
+  internal::StartFlow flow(kMaxLaunchResends);
   bool launch_in_flight = true;  // by script: false while installing between launches
-  bool aborted = false;
-  int resends = 0;
   // A launch whose channel ended or whose answer was lost before the
   // Welcome is sent again, the same Launch with a resend Hello: the
   // supervisor starts a launch id once and attaches any copy to it
@@ -368,6 +362,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
       // sees that it is one on purpose), to the sandbox the same launch id.
       if (by_script) state->target.start_script = absl::StrCat("# resend ", attempt, "\n", target.start_script);
     }
+    bool timed_out = false;
     {
       using namespace asio::experimental::awaitable_operators;
       asio::steady_timer deadline(transport.executor(), setup_deadline);
@@ -381,70 +376,54 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> Process::StartSetup(Tr
         welcome = std::get<0>(std::move(raced));
       } else {
         timed_out = true;
+        welcome = absl::UnavailableError("setup did not finish");
       }
     }
-    aborted = co_await Cancelled();
-    if (timed_out || aborted || welcome.ok() || !LaunchAnswerLost(welcome.status()) ||
-        internal::NotDispatched(welcome.status())) {
-      break;
-    }
-    if (attempt >= kMaxLaunchResends || std::chrono::steady_clock::now() + resend_delay >= resend_until) break;
+    const bool aborted = co_await Cancelled();
+    const bool in_time = std::chrono::steady_clock::now() + resend_delay < resend_until;
+    if (flow.Attempted(welcome.status(), timed_out, aborted, in_time) == internal::StartFlow::Next::kDone) break;
     internal::Trace("start.resend", ErrorCodeName(ErrorCodeOf(welcome.status())));
     if (state->session) state->session->Close();
     asio::steady_timer pause(transport.executor(), resend_delay);
     co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
     resend_delay *= 2;
-    ++resends;
     if (co_await Cancelled()) {
-      aborted = true;
+      flow.AbortedWhilePausing();
       break;
     }
   }
-  if (aborted) {
+  if (flow.aborted()) {
     // Abandoned after dispatch: the marker below must still be written.
     co_await asio::this_coro::reset_cancellation_state();
   }
-  if ((timed_out || aborted) && state->session) state->session->Close();
-  if ((timed_out || aborted) && !launch_in_flight) {
-    // Gave up while installing the supervisor: no launch is in flight.
-    if (aborted) co_return aborted_before_dispatch();
-    co_return absl::UnavailableError(absl::StrCat("setup did not finish within ", options.setup_timeout_ms,
-                                                  " ms while installing the supervisor; nothing was started"));
-  }
-  if (!welcome.ok() && internal::NotDispatched(welcome.status())) {
-    co_return SetupError(welcome.status());  // an upload failed between launches: nothing was dispatched
-  }
-  // A transport that lost the answer to the call that ran the launch says
-  // OUTCOME_UNKNOWN itself (a 5xx after the call may have taken effect).
-  // So did a resent copy that found the launch's record gone, a tombstone
-  // in its place (it arrived after the first copy's daemon ended), or its
-  // daemon gone without one (killed), or never listening (NOT_FOUND): the
-  // process may have run once, and its output is gone with the record.
-  const bool lost = !welcome.ok() && (LaunchAnswerLost(welcome.status()) ||
-                                      (resends > 0 && (ErrorCodeOf(welcome.status()) == ErrorCode::kCancelled ||
-                                                       ErrorCodeOf(welcome.status()) == ErrorCode::kNotFound)));
-  if (timed_out || aborted || lost) {
-    // The Launch was dispatched and its fate is unknown: make sure a delayed
-    // one never starts the child. Never launch again.
-    absl::Status marker;
-    if (by_script) {
-      marker = co_await internal::WriteCancelMarker(transport, launch_id);
-    } else {
-      marker = co_await internal::PutCancelMarker(transport, target.state_dir + ".cancel");
+  if ((flow.timed_out() || flow.aborted()) && state->session) state->session->Close();
+  switch (flow.outcome(launch_in_flight)) {
+    case internal::StartFlow::Outcome::kAttached:
+      break;
+    case internal::StartFlow::Outcome::kAbortedBeforeDispatch:
+      co_return aborted_before_dispatch();
+    case internal::StartFlow::Outcome::kTimedOutInstalling:
+      co_return absl::UnavailableError(absl::StrCat("setup did not finish within ", options.setup_timeout_ms,
+                                                    " ms while installing the supervisor; nothing was started"));
+    case internal::StartFlow::Outcome::kNotDispatched:  // an upload failed between launches
+    case internal::StartFlow::Outcome::kFailed:
+      co_return SetupError(flow.status());
+    case internal::StartFlow::Outcome::kUnknown: {
+      // The Launch was dispatched and its fate is unknown: make sure a
+      // delayed one never starts the child. Never launch again.
+      absl::Status marker;
+      if (by_script) {
+        marker = co_await internal::WriteCancelMarker(transport, launch_id);
+      } else {
+        marker = co_await internal::PutCancelMarker(transport, target.state_dir + ".cancel");
+      }
+      co_return OutcomeUnknownError(absl::StrCat(
+          "setup ", flow.UnknownReason(options.setup_timeout_ms),
+          marker.ok() ? "; a cancellation marker stops a delayed launch from starting the process"
+                      : absl::StrCat("; the cancellation marker could not be written: ", std::string(marker.message())),
+          "; it was not started again"));
     }
-    co_return OutcomeUnknownError(absl::StrCat(
-        "setup ",
-        aborted     ? std::string("was aborted after the launch was dispatched")
-        : timed_out ? absl::StrCat("did not finish within ", options.setup_timeout_ms, " ms")
-                    : absl::StrCat("lost its connection", resends ? absl::StrCat(" (the launch was sent ",
-                                                                                1 + resends, " times)") : "",
-                                   ": ", std::string(welcome.status().message())),
-        marker.ok() ? "; a cancellation marker stops a delayed launch from starting the process"
-                    : absl::StrCat("; the cancellation marker could not be written: ",
-                                   std::string(marker.message())),
-        "; it was not started again"));
   }
-  if (!welcome.ok()) co_return SetupError(welcome.status());
   if (by_script) {
     if (absl::Status st = internal::TakeWelcomePaths(*welcome, launch_id, &state->target); !st.ok()) {
       state->session->Close();

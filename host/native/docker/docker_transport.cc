@@ -239,8 +239,13 @@ class DockerTransport final : public native::NativeTransport {
 
     // Already there with this content: nothing to send. Else the numeric
     // user the exec runs as, who must own the file the engine unpacks.
+    // The same call sweeps the directory of temporary files (below) whose
+    // upload stopped more than 10 minutes ago: a host killed mid-upload, or
+    // an engine that wrote after the cleanup gave up waiting.
     absl::StatusOr<ScriptResult> have = co_await runner()(
-        absl::StrCat(kSha256, "f=", q, "; if [ -f \"$f\" ] && [ ! -L \"$f\" ] && ",
+        absl::StrCat(kSha256, "find ", ShellQuote(dir), " -maxdepth 1 -type f -name '.tether-up-*' -mmin +10 ",
+                     "-exec rm -f {} + 2>/dev/null; ",
+                     "f=", q, "; if [ -f \"$f\" ] && [ ! -L \"$f\" ] && ",
                      "[ \"$($S < \"$f\" | cut -c1-64)\" = ", hash, " ]; then echo tether-have; ",
                      "else echo \"tether-need $(id -u) $(id -g)\"; fi"),
         std::string_view());
@@ -265,9 +270,26 @@ class DockerTransport final : public native::NativeTransport {
     absl::StatusOr<std::string> tar =
         codec::TarOneFile({.name = tmp_name, .mode = mode & 07777, .uid = uid, .gid = gid}, bytes);
     if (!tar.ok()) co_return tar.status();
-    if (absl::Status st = co_await Upload(dir, *tar, bytes.size()); !st.ok()) {
-      // Best effort: an upload cut short may have left part of the file.
-      (void)co_await runner()(absl::StrCat("rm -f ", ShellQuote(tmp)), std::string_view());
+    bool answered = false;
+    if (absl::Status st = co_await Upload(dir, *tar, bytes.size(), answered); !st.ok()) {
+      // An answer means the engine is done with the archive: remove what
+      // it may have left. An upload cut short may have left part of the
+      // file, or may yet: the engine unpacks in a process of its own that
+      // can still be starting when the client sees the cut (podman's
+      // copier, under load), and creates the file once, from the tar's
+      // first header. So: remove it if it is there; if not, wait up to 3 s
+      // for it to appear and remove it then. (A later write still is swept
+      // by the next install.)
+      // (Named, and no conditional operator in the co_await: g++ 12
+      // destroys such a temporary twice.)
+      std::string cleanup = absl::StrCat("rm -f ", ShellQuote(tmp));
+      if (!answered) {
+        cleanup = absl::StrCat("t=", ShellQuote(tmp), "; i=0; while :; do ",
+                               "if [ -e \"$t\" ] || [ -L \"$t\" ]; then rm -f \"$t\"; break; fi; ",
+                               "[ $i -ge 30 ] && break; ",
+                               "if sleep 0.1 2>/dev/null; then i=$((i+1)); else sleep 1; i=$((i+10)); fi; done");
+      }
+      (void)co_await runner()(cleanup, std::string_view());
       co_return st;
     }
 
@@ -301,8 +323,10 @@ class DockerTransport final : public native::NativeTransport {
   }
 
   // PUT /containers/{id}/archive?path=DIR, the tar sent in pieces so that
-  // progress can be reported.
-  asio::awaitable<absl::Status> Upload(const std::string& dir, const std::string& tar, std::size_t file_bytes) {
+  // progress can be reported. `answered`: the engine answered (and so has
+  // finished with the archive), whatever it said.
+  asio::awaitable<absl::Status> Upload(const std::string& dir, const std::string& tar, std::size_t file_bytes,
+                                       bool& answered) {
     net::Request req;
     req.method = "PUT";
     req.target = absl::StrCat(engine_->api, "/containers/", net::UrlEncode(engine_->container),
@@ -323,6 +347,7 @@ class DockerTransport final : public native::NativeTransport {
       co_return absl::Status(resp.status().code(),
                              absl::StrCat("docker: uploading to ", dir, ": ", resp.status().message()));
     }
+    answered = true;
     net::Response head = (*resp)->head();
     // The answer's body (an error message) is small; read a bounded amount.
     char buf[4096];

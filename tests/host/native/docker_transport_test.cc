@@ -131,6 +131,11 @@ std::vector<std::string> Argv(std::string a, std::string b = "") {
   return argv;
 }
 
+awaitable<void> Sleep(int ms) {
+  asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::milliseconds(ms));
+  co_await t.async_wait(kNoThrow);
+}
+
 std::vector<std::string> Sh(std::string script) {
   std::vector<std::string> argv;
   argv.push_back("/bin/sh");
@@ -429,11 +434,14 @@ TEST_CASE("PutFile under a path that cannot be a directory fails and leaves noth
 }
 
 // A Unix socket proxy in front of the engine that cuts an archive upload
-// (a request that starts with "PUT ") after `cut_after` of its bytes.
+// (a request that starts with "PUT ") after `cut_after` of its bytes. With
+// `late`, the engine sees the upload's bytes only that long after the
+// client saw the cut (an engine slow to start unpacking).
 class CuttingProxy {
  public:
-  CuttingProxy(asio::io_context& io, std::string target, std::size_t cut_after)
-      : io_(io), target_(std::move(target)), cut_after_(cut_after),
+  CuttingProxy(asio::io_context& io, std::string target, std::size_t cut_after,
+               std::chrono::milliseconds late = std::chrono::milliseconds(0))
+      : io_(io), target_(std::move(target)), cut_after_(cut_after), late_(late),
         path_("/tmp/tether-docker-proxy-" + std::to_string(::getpid()) + ".sock"),
         acceptor_(io, (::unlink(path_.c_str()), asio::local::stream_protocol::endpoint(path_))) {
     asio::co_spawn(io_, Accept(), asio::detached);
@@ -446,6 +454,7 @@ class CuttingProxy {
     for (auto& s : sockets_) s->close(ec);
   }
   int cuts = 0;
+  int delivered_late = 0;  // uploads the engine got late
 
  private:
   using Socket = asio::local::stream_protocol::socket;
@@ -466,6 +475,7 @@ class CuttingProxy {
   }
   awaitable<void> Pump(std::shared_ptr<Socket> from, std::shared_ptr<Socket> to, bool upstream) {
     std::string buf(16384, '\0');
+    std::string held;
     std::size_t sent = 0;
     bool put = false;
     while (true) {
@@ -484,7 +494,20 @@ class CuttingProxy {
       }
       if (put && sent + n > cut_after_) {
         ++cuts;
+        if (late_.count() > 0) {
+          boost::system::error_code ignored;
+          from->close(ignored);
+          asio::steady_timer wait(io_, late_);
+          co_await wait.async_wait(kNoThrow);
+          co_await asio::async_write(*to, asio::buffer(held), kNoThrow);
+          ++delivered_late;
+        }
         break;
+      }
+      if (put && late_.count() > 0) {
+        held.append(buf.data(), n);
+        sent += n;
+        continue;
       }
       auto [wec, wn] = co_await asio::async_write(*to, asio::buffer(buf.data(), n), kNoThrow);
       if (wec) break;
@@ -498,6 +521,7 @@ class CuttingProxy {
   asio::io_context& io_;
   std::string target_;
   std::size_t cut_after_;
+  std::chrono::milliseconds late_;
   std::string path_;
   asio::local::stream_protocol::acceptor acceptor_;
   std::vector<std::shared_ptr<Socket>> sockets_;
@@ -508,28 +532,71 @@ TEST_CASE("an upload cut short leaves no file at the path and no partial tempora
   std::string target = Env("TETHER_TEST_DOCKER_HOST");
   REQUIRE(target.rfind("unix://", 0) == 0);
   target = target.substr(7);
-  Run([target](asio::io_context& io) -> awaitable<void> {
-    CuttingProxy proxy(io, target, 200 * 1024);
-    DockerOptions o = Options();
-    o.endpoint = proxy.endpoint();
-    auto cut = MakeDockerTransport(io.get_executor(), o);
-    REQUIRE(cut.ok());
-    auto direct = MakeDockerTransport(io.get_executor(), Options());
-    REQUIRE(direct.ok());
-    absl::StatusOr<SandboxInfo> info = co_await (*direct)->Probe();
+  // At once, and with an engine that starts unpacking half a second after
+  // the client saw the cut (after an immediate cleanup would have run).
+  for (const int late_ms : {0, 500}) {
+    CAPTURE(late_ms);
+    Run([target, late_ms](asio::io_context& io) -> awaitable<void> {
+      CuttingProxy proxy(io, target, 200 * 1024, std::chrono::milliseconds(late_ms));
+      DockerOptions o = Options();
+      o.endpoint = proxy.endpoint();
+      auto cut = MakeDockerTransport(io.get_executor(), o);
+      REQUIRE(cut.ok());
+      auto direct = MakeDockerTransport(io.get_executor(), Options());
+      REQUIRE(direct.ok());
+      absl::StatusOr<SandboxInfo> info = co_await (*direct)->Probe();
+      REQUIRE(info.ok());
+      const std::string path = info->bin_dir + "/cut-test-" + std::to_string(::getpid());
+      const std::string bytes(2 * 1024 * 1024, 'z');
+      absl::Status st = co_await (*cut)->PutFile(path, bytes, 0700);
+      CAPTURE(st);
+      CHECK(!st.ok());
+      CHECK(proxy.cuts >= 1);
+      // Nothing at the path, and no temporary file then or later: the
+      // engine has the late upload, and 2 s to show what it made of it.
+      for (int i = 0; late_ms > 0 && proxy.delivered_late == 0 && i < 200; ++i) co_await Sleep(50);
+      CHECK(proxy.delivered_late == (late_ms > 0 ? 1 : 0));
+      for (int look = 0; look < (late_ms > 0 ? 10 : 1); ++look) {
+        if (look > 0) co_await Sleep(200);
+        Result r = co_await RunCommand(**direct, Sh("ls -a " + ShellQuote(info->bin_dir) + "; test -e " +
+                                                   ShellQuote(path) + " && echo PRESENT || echo ABSENT"), "");
+        CAPTURE(r.out);
+        CHECK(r.out.find("ABSENT") != std::string::npos);
+        CHECK(r.out.find(".tether-up-") == std::string::npos);
+        if (r.out.find(".tether-up-") != std::string::npos) break;
+      }
+      proxy.Stop();
+    });
+  }
+}
+
+TEST_CASE("an install sweeps temporary files left more than 10 minutes ago, and no others") {
+  if (!HaveEngine()) return;
+  Run([](asio::io_context& io) -> awaitable<void> {
+    auto t = MakeDockerTransport(io.get_executor(), Options());
+    REQUIRE(t.ok());
+    absl::StatusOr<SandboxInfo> info = co_await (*t)->Probe();
     REQUIRE(info.ok());
-    const std::string path = info->bin_dir + "/cut-test-" + std::to_string(::getpid());
-    const std::string bytes(2 * 1024 * 1024, 'z');
-    absl::Status st = co_await (*cut)->PutFile(path, bytes, 0700);
-    CAPTURE(st);
-    CHECK(!st.ok());
-    CHECK(proxy.cuts >= 1);
-    Result r = co_await RunCommand(**direct, Sh("ls -a " + ShellQuote(info->bin_dir) + "; test -e " +
-                                               ShellQuote(path) + " && echo PRESENT || echo ABSENT"), "");
+    const std::string d = ShellQuote(info->bin_dir);
+    // Left by a host killed mid-upload (old), one being written now
+    // (fresh), and an old file of another name.
+    Result set = co_await RunCommand(
+        **t,
+        Sh("cd " + d + " && echo partial > .tether-up-00000000000000aa && touch -t 200001010000 .tether-up-00000000000000aa"
+           " && echo fresh > .tether-up-00000000000000bb && echo keep > sweep-keep && touch -t 200001010000 sweep-keep"
+           " && ls -a"),
+        "");
+    REQUIRE(set.status.ok());
+    REQUIRE(set.out.find(".tether-up-00000000000000aa") != std::string::npos);  // (the setup happened)
+    const std::string path = info->bin_dir + "/sweep-test-" + std::to_string(::getpid());
+    REQUIRE((co_await (*t)->PutFile(path, "x", 0600)).ok());
+    Result r = co_await RunCommand(**t, Sh("ls -a " + d), "");
     CAPTURE(r.out);
-    CHECK(r.out.find("ABSENT") != std::string::npos);
-    CHECK(r.out.find(".tether-up-") == std::string::npos);
-    proxy.Stop();
+    CHECK(r.out.find(".tether-up-00000000000000aa") == std::string::npos);
+    CHECK(r.out.find(".tether-up-00000000000000bb") != std::string::npos);
+    CHECK(r.out.find("sweep-keep") != std::string::npos);
+    (void)co_await RunCommand(**t, Sh("cd " + d + " && rm -f .tether-up-00000000000000bb sweep-keep " +
+                                      ShellQuote(path)), "");
   });
 }
 

@@ -279,9 +279,16 @@ asio::awaitable<absl::StatusOr<bool>> ShellHasFile(const ShellRunner& run, std::
 }
 
 asio::awaitable<absl::Status> ShellPlaceFile(const ShellRunner& run, std::string who, std::string tmp,
-                                             std::string path, std::string sha256_hex, int mode, std::size_t size) {
+                                             std::string path, std::string sha256_hex, int mode, std::size_t size,
+                                             std::vector<std::string> leftovers) {
+  std::string clear;
+  if (!leftovers.empty()) {
+    clear = "rm -f";
+    for (const std::string& l : leftovers) absl::StrAppend(&clear, " ", ShellQuote(l));
+    clear += " 2>/dev/null; ";
+  }
   absl::StatusOr<ScriptResult> put = co_await run(
-      absl::StrCat(kSha256, "f=", ShellQuote(path), "; t=", ShellQuote(tmp), "; h=$($S < \"$t\" | cut -c1-64); ",
+      absl::StrCat(clear, kSha256, "f=", ShellQuote(path), "; t=", ShellQuote(tmp), "; h=$($S < \"$t\" | cut -c1-64); ",
                    "if [ \"$h\" = ", sha256_hex, " ] && chmod ", OctalMode(mode), " \"$t\" && mv -f \"$t\" \"$f\"; ",
                    "then echo tether-put-ok; else rm -f \"$t\"; echo \"tether-put-bad $h\"; fi"),
       std::string_view());

@@ -12,6 +12,7 @@ namespace asio = boost::asio;
 namespace {
 
 constexpr std::size_t kCheckFirstBytes = 64 * 1024;  // larger files: ask whether they are there first
+constexpr std::size_t kMaxLeftovers = 16;             // failed uploads' names kept for removal
 
 }  // namespace
 
@@ -83,10 +84,25 @@ asio::awaitable<absl::Status> NativeTransport::PutByUpload(std::string path, std
   const std::string tmp =
       absl::StrCat(path, ".up.", hash.substr(0, 16), ".", absl::BytesToHexString(internal::RandomBytes(4)));
   if (progress_) progress_(0, bytes.size());
-  if (absl::Status st = co_await upload(tmp, bytes); !st.ok()) co_return st;
+  if (absl::Status st = co_await upload(tmp, bytes); !st.ok()) {
+    // A cut upload may have left part of the file at `tmp`. No call on
+    // this failing path: the next placing script removes it (the name is
+    // this transport's own, so no other start's upload can be using it).
+    if (leftovers_.size() < kMaxLeftovers) leftovers_.push_back(tmp);
+    co_return st;
+  }
   if (progress_) progress_(bytes.size(), bytes.size());
   const std::uint64_t reruns = unknown_reruns_;
-  if (absl::Status st = co_await ShellPlaceFile(runner_, who, tmp, path, hash, mode, bytes.size()); !st.ok()) {
+  std::vector<std::string> leftovers = std::move(leftovers_);
+  leftovers_.clear();
+  absl::Status placed = co_await ShellPlaceFile(runner_, who, tmp, path, hash, mode, bytes.size(), leftovers);
+  if (absl::IsUnavailable(placed) || absl::IsDeadlineExceeded(placed)) {
+    // (The script may not have run: keep the names for the next one.)
+    for (std::string& l : leftovers) {
+      if (leftovers_.size() < kMaxLeftovers) leftovers_.push_back(std::move(l));
+    }
+  }
+  if (absl::Status st = placed; !st.ok()) {
     // A placing script whose first run lost its answer and that was run
     // again finds its temporary file gone (the first run moved it): ask
     // whether the file is in place before calling the upload failed.

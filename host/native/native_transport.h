@@ -108,6 +108,9 @@ class NativeTransport : public Transport {
   std::optional<SandboxInfo> info_;
   std::set<std::string> installed_;
   std::uint64_t unknown_reruns_ = 0;
+  // Temporary names of this transport's failed uploads (at most
+  // kMaxLeftovers): the next placing script removes them.
+  std::vector<std::string> leftovers_;
   ShellRunner exec_runner_ = ExecShellRunner(*this, progress_);
   ShellRunner runner_ = [this](std::string script, std::string_view input) {
     return RunScript(std::move(script), input);

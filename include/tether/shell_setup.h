@@ -20,6 +20,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "tether/transport.h"
@@ -95,9 +96,11 @@ boost::asio::awaitable<absl::StatusOr<bool>> ShellHasFile(const ShellRunner& run
                                                           std::string path, std::string sha256_hex);
 // Moves `tmp` (the provider put it there) to `path` with `mode` when its
 // sha256 is `sha256_hex`, else removes it: kDataLoss, nothing at `path`.
+// The same script first removes `leftovers` (temporary names of the
+// caller's own uploads that failed: what a cut upload may have left).
 boost::asio::awaitable<absl::Status> ShellPlaceFile(const ShellRunner& run, std::string who, std::string tmp,
                                                     std::string path, std::string sha256_hex, int mode,
-                                                    std::size_t size);
+                                                    std::size_t size, std::vector<std::string> leftovers = {});
 
 // Quotes `arg` for a POSIX shell: 'arg' with every ' as '\''.
 std::string ShellQuote(std::string_view arg);

@@ -102,13 +102,13 @@ asio::awaitable<absl::Status> NativeTransport::PutByUpload(std::string path, std
       if (leftovers_.size() < kMaxLeftovers) leftovers_.push_back(std::move(l));
     }
   }
-  if (absl::Status st = placed; !st.ok()) {
+  if (!placed.ok()) {
     // A placing script whose first run lost its answer and that was run
     // again finds its temporary file gone (the first run moved it): ask
     // whether the file is in place before calling the upload failed.
-    if (unknown_reruns_ == reruns) co_return st;
+    if (unknown_reruns_ == reruns) co_return placed;
     absl::StatusOr<bool> have = co_await ShellHasFile(runner_, who, path, hash);
-    if (!have.ok() || !*have) co_return st;
+    if (!have.ok() || !*have) co_return placed;
   }
   installed_.insert(key);
   co_return absl::OkStatus();

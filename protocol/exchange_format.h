@@ -67,6 +67,10 @@ std::string ArmorExchangeReply(std::string_view payload);
 // otherwise the frame's or DecodeExchangeReply's error.
 absl::StatusOr<ExchangeReply> ParseExchangeOutput(std::string_view output);
 
+// What `exchange STATE_DIR RELAY_ID close` prints once the relay is ending
+// (it read the close request) or gone; the host repeats a close without it.
+inline constexpr char kRelayClosedLine[] = "tether-relay-closed";
+
 // --- exchange <-> relay, inside the sandbox -------------------------------
 
 inline constexpr std::size_t kRelayRequestHeaderBytes = 20;

@@ -241,7 +241,9 @@ absl::StatusOr<std::string> AskRelay(int fd, std::string_view request, Clock::ti
     }
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-    if (n <= 0) return absl::UnavailableError("the relay closed the connection before its reply");
+    // (after the whole request: the relay read it; a close request is
+    // answered this way)
+    if (n <= 0) return absl::AbortedError("the relay closed the connection before its reply");
     std::string_view in(buf, static_cast<std::size_t>(n));
     std::string payload;
     ASSIGN_OR_RETURN(bool got, decoder.Next(&in, &payload));
@@ -337,14 +339,30 @@ int RelayMain(const protocol::RelayCommand& cmd) {
 }
 
 int ExchangeCloseMain(const protocol::ExchangeCloseCommand& cmd) {
+  // The line goes out only when the relay is known to be ending: it read
+  // the request and hung up, or there is none. Without it the host asks
+  // again (a close cut on its way must not hold the attachment for a lease).
   absl::StatusOr<int> sock = ConnectInDir(RelayDir(cmd.state_dir, cmd.relay_id));
-  if (!sock.ok()) return 0;
+  if (!sock.ok() && absl::IsNotFound(sock.status())) {
+    Print(absl::StrCat(protocol::kRelayClosedLine, "\n"));
+    return 0;
+  }
+  if (!sock.ok()) {
+    std::fprintf(stderr, "tether-supervisor exchange: %s\n", std::string(sock.status().message()).c_str());
+    return 1;
+  }
   protocol::RelayRequest close;
   close.close = true;
   const std::string req = protocol::EncodeRelayRequest(close);
-  (void)AskRelay(*sock, req, Clock::now() + milliseconds(kExchangeReplyTimeoutMs));  // no reply: ends at EOF
+  const absl::Status st = AskRelay(*sock, req, Clock::now() + milliseconds(kExchangeReplyTimeoutMs)).status();
   ::close(*sock);
-  return 0;
+  if (absl::IsAborted(st)) {
+    Print(absl::StrCat(protocol::kRelayClosedLine, "\n"));
+    return 0;
+  }
+  std::fprintf(stderr, "tether-supervisor exchange: close: %s\n",
+               st.ok() ? "the relay answered a close request" : std::string(st.message()).c_str());
+  return 1;
 }
 
 int ExchangeMain(const protocol::ExchangePollCommand& cmd) {

@@ -61,7 +61,8 @@ int RelayMain(const protocol::RelayCommand& cmd);
 int StartRelay(int daemon_sock, const std::string& state_dir, const std::string& id, std::string initial);
 // One poll; prints the armored reply.
 int ExchangeMain(const protocol::ExchangePollCommand& cmd);
-// Asks the relay to end; prints nothing, exits 0.
+// Asks the relay to end; prints protocol::kRelayClosedLine (exit 0) once
+// it is ending or gone, nothing (exit 1) when that is not known.
 int ExchangeCloseMain(const protocol::ExchangeCloseCommand& cmd);
 
 }  // namespace tether::supervisor

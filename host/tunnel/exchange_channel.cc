@@ -7,6 +7,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "protocol/command_line.h"
 #include "protocol/exchange_format.h"
@@ -22,9 +23,22 @@ namespace asio = boost::asio;
 constexpr std::size_t kMaxPollInput = 48 * 1024;  // bytes of ours per poll (in argv, base85)
 constexpr int kMaxFailedPolls = 50;               // then the relay counts as gone
 
-// (the transport by shared_ptr: the close outlives the channel)
+constexpr int kCloseAttempts = 5;                  // 50, 100, 200, 400 ms apart
+
+// Until the relay says it is ending (or gone): a close lost on its way (a
+// cut one-shot command, an exec API that failed) would hold the attachment
+// for a lease, and a reopen would be BUSY until then. A repeated close is
+// harmless: it finds no relay and says so. (The transport by shared_ptr:
+// the close outlives the channel.)
 asio::awaitable<void> CloseRelay(std::shared_ptr<Transport> t, std::vector<std::string> argv) {
-  co_await RunOneShot(*t, std::move(argv));
+  auto pause = std::chrono::milliseconds(50);
+  for (int attempt = 0; attempt < kCloseAttempts; ++attempt, pause *= 2) {
+    absl::StatusOr<std::string> out = co_await RunOneShot(*t, argv);
+    if (out.ok() && absl::StrContains(*out, protocol::kRelayClosedLine)) co_return;
+    if (attempt + 1 == kCloseAttempts) break;
+    asio::steady_timer timer(co_await asio::this_coro::executor, pause);
+    co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
 }
 
 class ExchangeChannel final : public Channel {

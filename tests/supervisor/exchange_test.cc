@@ -194,6 +194,41 @@ TEST_CASE("the relay answers polls while other connections stall or trickle thei
   ::close(trickle);
 }
 
+// The host repeats a close until it sees the line: a close cut on its way
+// (the hostile channel's one-shot cuts) held the attachment for a lease, and
+// a reopen got BUSY for 30 s.
+TEST_CASE("a close prints its line once the relay is ending, again when repeated, never when unknown") {
+  ExchangeLaunch x;
+  const std::string line = std::string(protocol::kRelayClosedLine);
+  Ran first = RunSupervisor({"exchange", x.state_dir, "r1", "close"});
+  CHECK(first.status == 0);
+  CHECK(Contains(first.out, line));
+  // The relay is gone (its directory with it) ...
+  REQUIRE(testing::Eventually([&] { return !std::filesystem::exists(x.state_dir + ".x-r1"); }));
+  CHECK(x.Poll(0, 0).status == 1);
+  // ... and a repeated close (the first one's line lost) says so too.
+  Ran again = RunSupervisor({"exchange", x.state_dir, "r1", "close"});
+  CHECK(again.status == 0);
+  CHECK(Contains(again.out, line));
+
+  // A "relay" that never takes the request: no line, exit 1 (the host asks again).
+  TempDir other;
+  const std::string dir = other / "s.x-r2";
+  REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+  const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  const std::string path = dir + "/sock";
+  REQUIRE(path.size() < sizeof a.sun_path);
+  std::memcpy(a.sun_path, path.data(), path.size());
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::listen(listener, 4) == 0);  // connections wait in the backlog, never read
+  Ran stuck = RunSupervisor({"exchange", other / "s", "r2", "close"});
+  CHECK(stuck.status == 1);
+  CHECK(!Contains(stuck.out, line));
+  ::close(listener);
+}
+
 TEST_CASE("the relay drops a connection whose request is over the limit, without reading it") {
   ExchangeLaunch x;
   const int fd = x.Connect();

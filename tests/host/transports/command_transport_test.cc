@@ -10,8 +10,11 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -21,6 +24,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "host/transports/forwarding_transport.h"
 #include "protocol/armor.h"
 #include "tether/errors.h"
 #include "tether/process.h"
@@ -375,6 +379,79 @@ TEST_CASE("through text and exchange tunnels no command line carries the secret 
       CHECK_MESSAGE(e.path().string().find(".init") == std::string::npos, e.path().string());
     }
   }
+}
+
+// The exchange channel's close (`exchange DIR ID close`) is one command of
+// its own; the first one fails here as an exec API or a cut would fail it.
+class LoseFirstClose final : public internal::ForwardingTransport {
+ public:
+  using ForwardingTransport::ForwardingTransport;
+  awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
+    if (argv.size() >= 2 && argv[1] == "exchange" && argv.back() == "close" && closes++ == 0) {
+      co_return absl::UnavailableError("the exec call failed (test)");
+    }
+    co_return co_await inner().Exec(std::move(argv));
+  }
+  int closes = 0;
+};
+
+// Found by conformance.hostile-exchange (a close cut at once, 1 in 8): the
+// relay kept the attachment, and a reopen after the host dropped its handle
+// was BUSY for a whole lease (30 s).
+TEST_CASE("through an exchange tunnel a lost close is asked again, so a reopen is not BUSY for a lease") {
+  Scratch s;
+  asio::io_context io;
+  CommandOptions o;
+  o.prefix = s.Prefix();
+  o.tunnel = TunnelMode::kExchange;
+  auto t = MakeCommandTransport(io.get_executor(), o);
+  REQUIRE(t.ok());
+  auto lossy_owner = std::make_shared<LoseFirstClose>(**t);
+  LoseFirstClose& lossy = *lossy_owner;
+  StartOptions so;
+  so.argv = {"sh", "-c", "echo ready; read x; echo \"got:$x\""};
+  so.stdin_pipe = true;
+  so.output_mode = OutputMode::kStream;
+  so.output_format = OutputFormat::kBytes;
+  bool checked = false;
+  asio::co_spawn(io, [&]() -> awaitable<void> {
+    auto p = co_await Process::Start(lossy, so);
+    REQUIRE(p.ok());
+    std::string first;
+    while (first.size() < 6) {
+      auto c = co_await (*p)->Read();
+      REQUIRE((c.ok() && *c));
+      first += (*c)->bytes;
+    }
+    absl::StatusOr<std::string> ref = (*p)->Reference();
+    REQUIRE(ref.ok());
+    p->reset();  // no disconnect: the handle is dropped, its channel closed
+    // The lease is 30 s: BUSY all through these 10 s unless the close was repeated.
+    absl::StatusOr<std::unique_ptr<Process>> q = absl::UnavailableError("not tried");
+    for (int i = 0; i < 200; ++i) {
+      q = co_await Process::Reopen(lossy, *ref);
+      if (ErrorCodeOf(q.status()) != ErrorCode::kBusy) break;
+      asio::steady_timer pause(co_await asio::this_coro::executor, std::chrono::milliseconds(50));
+      co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+    REQUIRE_MESSAGE(q.ok(), q.status().ToString());
+    CHECK(lossy.closes >= 2);
+    REQUIRE((co_await (*q)->Write("x\n")).ok());
+    REQUIRE((co_await (*q)->CloseStdin()).ok());
+    std::string rest;
+    while (true) {
+      auto c = co_await (*q)->Read();
+      REQUIRE(c.ok());
+      if (!*c) break;
+      rest += (*c)->bytes;
+    }
+    CHECK(first + rest == "ready\ngot:x\n");
+    auto e = co_await (*q)->Wait();
+    CHECK((e.ok() && e->code == 0));
+    checked = true;
+  }, [](std::exception_ptr e) { if (e) std::rethrow_exception(e); });
+  io.run();
+  CHECK(checked);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
 import * as tether from "../lib/index.mjs";
+import { openSandbox } from "./fixtures/sandbox.mjs";
 const { readProcessLines, createProcessTail } = tether;
 
 const enc = new TextEncoder();
@@ -111,7 +112,7 @@ describe("createProcessTail", () => {
 
 describe("on a real process", () => {
   let sb;
-  before(() => (sb = tether.local()));
+  before(() => (sb = openSandbox()));
   after(() => sb.close());
 
   test("lines of stdout and stderr, CRLF and a partial last line", async () => {

@@ -10,11 +10,12 @@ import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 
 import * as tether from "../lib/index.mjs";
+import { openSandbox } from "./fixtures/sandbox.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 let sb;
 before(() => {
-  sb = tether.local();
+  sb = openSandbox();
 });
 after(() => sb.close());
 
@@ -389,7 +390,7 @@ describe("arguments", () => {
   });
 
   test("a closed sandbox refuses calls with UNAVAILABLE", async () => {
-    const s = tether.local();
+    const s = openSandbox();
     s.close();
     await rejectsWith(s.processes.start({ command: argv("true") }), "UNAVAILABLE");
   });

@@ -316,6 +316,122 @@ TEST_CASE("a detach whose channel failed is made again, so that another handle's
   });
 }
 
+// Counts the Detach frames written on its channels, and the channels the
+// host closed itself. With hold_eof, the end of a channel (EOF or an error)
+// reaches the reader only once Release() is called: a far end whose close
+// takes a while to arrive, as over a network (locally the supervisor's
+// close after an acknowledged exit came first, and a test without this
+// could not fail).
+class DetachCounter final : public internal::ForwardingTransport {
+ public:
+  DetachCounter(Transport& inner, bool hold_eof) : ForwardingTransport(inner), hold_eof_(hold_eof) {}
+  int detaches() const { return *count_; }
+  int held_closed() const { return *held_closed_; }  // Close() of a channel whose end is held
+  void set_hold_eof(bool hold) { hold_eof_ = hold; }  // for channels opened from now on
+  void Release() {
+    for (const std::shared_ptr<asio::steady_timer>& g : gates_) g->cancel();
+  }
+  awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
+    auto ch = co_await inner().Exec(std::move(argv));
+    if (!ch.ok()) co_return ch.status();
+    std::shared_ptr<asio::steady_timer> gate;
+    if (hold_eof_) {
+      gate = std::make_shared<asio::steady_timer>(executor(), std::chrono::steady_clock::time_point::max());
+      gates_.push_back(gate);
+    }
+    co_return std::unique_ptr<Channel>(new Counting(*std::move(ch), count_, gate, held_closed_));
+  }
+
+ private:
+  class Counting final : public Channel {
+   public:
+    Counting(std::unique_ptr<Channel> inner, std::shared_ptr<int> count, std::shared_ptr<asio::steady_timer> gate,
+             std::shared_ptr<int> held_closed)
+        : inner_(std::move(inner)), count_(std::move(count)), gate_(std::move(gate)), held_closed_(std::move(held_closed)) {}
+    awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
+      absl::StatusOr<std::size_t> n = co_await inner_->ReadSome(buf);
+      if (gate_ && (!n.ok() || *n == 0)) co_await gate_->async_wait(asio::as_tuple(asio::use_awaitable));
+      co_return n;
+    }
+    awaitable<absl::Status> Write(std::string_view bytes) override {
+      // Whole frames from the first that decodes (the attach's text first).
+      seen_.append(bytes);
+      std::string_view in = seen_;
+      protocol::EnvelopeDecoder dec;
+      wire::Envelope env;
+      int n = 0;
+      while (true) {
+        absl::StatusOr<bool> got = dec.Next(&in, &env);
+        if (!got.ok() || !*got) break;
+        if (env.has_detach()) ++n;
+      }
+      *count_ += n - counted_;
+      counted_ = n;
+      co_return co_await inner_->Write(bytes);
+    }
+    void CloseWrite() override { inner_->CloseWrite(); }
+    void Close() override {
+      if (gate_ && !closed_) ++*held_closed_;
+      closed_ = true;
+      if (gate_) gate_->cancel();
+      inner_->Close();
+    }
+    std::string Diagnostics() const override { return inner_->Diagnostics(); }
+
+   private:
+    std::unique_ptr<Channel> inner_;
+    std::shared_ptr<int> count_;
+    std::shared_ptr<asio::steady_timer> gate_;
+    std::shared_ptr<int> held_closed_;
+    std::string seen_;
+    int counted_ = 0;
+    bool closed_ = false;
+  };
+  bool hold_eof_;
+  std::shared_ptr<int> count_ = std::make_shared<int>(0);
+  std::shared_ptr<int> held_closed_ = std::make_shared<int>(0);
+  std::vector<std::shared_ptr<asio::steady_timer>> gates_;
+};
+
+// Found with @tether/node's start benchmark: seed 000's examples detach in
+// `finally`, after wait(). That Detach, after the acknowledged exit, waited
+// for the supervisor to end the channel, up to 5 s, and closed it itself
+// when that took long: through E2B the next start needed a new connection.
+TEST_CASE("a detach after the exit was acknowledged neither waits for nor closes the channel") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto counter_owner = std::make_shared<DetachCounter>(t, /*hold_eof=*/true);
+    DetachCounter& counter = *counter_owner;
+    StartOptions o = Opts();
+    o.argv = V("echo", "hi");
+    auto p = co_await Process::Start(counter, o);
+    REQUIRE_MESSAGE(p.ok(), p.status());
+    Output r = co_await ReadAll(**p);
+    CHECK(r.out == "hi\n");
+    auto e = co_await (*p)->Wait();
+    REQUIRE(e.ok());
+    CHECK((co_await (*p)->Detach()).ok());
+    CHECK(counter.held_closed() == 0);  // not closed by the host: the supervisor ends it
+    CHECK(!(co_await (*p)->Read()).value().has_value());  // still ends the output
+    // The counter sees a Detach that is due: a running process's (its
+    // channel's end not held: held, the Detach looks lost and is made again).
+    counter.set_hold_eof(false);
+    o.argv = V("sleep", "30");
+    auto q = co_await Process::Start(counter, o);
+    REQUIRE_MESSAGE(q.ok(), q.status());
+    absl::StatusOr<std::string> ref = (*q)->Reference();
+    REQUIRE(ref.ok());
+    CHECK((co_await (*q)->Detach()).ok());
+    // (Counted at the end: a Detach is sent asynchronously.)
+    auto again = co_await Process::Reopen(t, *ref);
+    REQUIRE_MESSAGE(again.ok(), again.status());
+    CHECK((co_await (*again)->Terminate(0)).ok());
+    CHECK((co_await (*again)->Wait()).ok());
+    CHECK(counter.detaches() == 1);  // the running process's only
+    counter.Release();
+  });
+}
+
 TEST_CASE("a reattach on a channel that stays silent ends with UNAVAILABLE once reconnect_timeout passes") {
   Sandbox sb;
   sb.Run([](Transport& t) -> awaitable<void> {

@@ -12,6 +12,7 @@ DELAY ms each way. For each delay, each runner does --runs jobs:
   c++ cold/warm   tether::Process::Start on a new / the kept Transport
                   (tether_start_runner, one process for all its jobs)
   python cold/warm  the tether package, a new / the kept Sandbox
+  node cold/warm  @tether/node (node/), a new / the kept Sandbox
   sdk cold/warm   the provider's official SDK (start_sdk.mjs), a new / the
                   kept client object; for ssh: `ssh host echo hi`, without
                   / with a shared connection (ControlMaster)
@@ -215,7 +216,7 @@ class SshTarget(Target):
         for mode, prefix in (("cold", cold), ("warm", warm)):
             t = tether_runners(args, "command", ["--prefix", prefix], env)
             out[f"cli {mode}"] = t["cli"]
-            for lib in ("c++", "python"):
+            for lib in ("c++", "python", "node"):
                 if f"{lib} {mode}" in t:
                     out[f"{lib} {mode}"] = t[f"{lib} {mode}"]
         out["sdk cold"] = lambda: CommandRunner(self.ssh(port, False) + ["echo", "hi"], env)
@@ -233,6 +234,11 @@ def tether_runners(args, provider: str, flags: List[str], env: Dict[str, str]):
         py = [args.python, f"{HERE}/start_runner.py"]
         out["python cold"] = lambda: LineRunner([*py, "cold", provider, *flags], env)
         out["python warm"] = lambda: LineRunner([*py, "warm", provider, *flags], env)
+    if args.node:
+        js = ["node", f"{HERE}/start_runner.mjs"]
+        node_env = {**env, "TETHER_NODE_ADDON": args.node}
+        out["node cold"] = lambda: LineRunner([*js, "cold", provider, *flags], node_env)
+        out["node warm"] = lambda: LineRunner([*js, "warm", provider, *flags], node_env)
     return out
 
 
@@ -336,6 +342,7 @@ def main() -> int:
     ap.add_argument("--tether", required=True, help="the tether CLI")
     ap.add_argument("--runner", help="tether_start_runner (the C++ library's runner)")
     ap.add_argument("--python", help="a Python with the tether package installed")
+    ap.add_argument("--node", help="the Node package's addon (node/build.sh): node cold/warm rows")
     ap.add_argument("--emulator-dir", default=os.path.join(HERE, "..", "emulators"))
     ap.add_argument("--target", action="append", default=[],
                     help="a native provider's emulator, as JSON (SdkTarget); repeatable")

@@ -136,6 +136,20 @@ describe("input and EOF", () => {
     assert.equal((await child.wait()).exitCode, 0);
   });
 
+  test("closeStdin after the child exited on its own succeeds; writes still refuse", async () => {
+    const child = await sb.processes.start({
+      command: shell('read x; echo "got:$x"'),
+      stdin: "pipe",
+      output: { mode: "stream" },
+    });
+    const out = collect(child);
+    await child.write("one\n");
+    assert.equal((await out).map((c) => c.text).join(""), "got:one\n");
+    assert.equal((await child.wait()).exitCode, 0);
+    await child.closeStdin();
+    await rejectsWith(child.write("late"), "INPUT_CLOSED");
+  });
+
   test('stdin "closed" (the default) refuses input', async () => {
     const child = await sb.processes.start({ command: argv("cat"), output: { mode: "stream" } });
     await rejectsWith(child.write("x"), "INPUT_CLOSED");

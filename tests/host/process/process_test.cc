@@ -306,6 +306,25 @@ TEST_CASE("writes are bounded and end at close_stdin") {
   });
 }
 
+// Found by @tether/node's reopen test in CI: the child read its one line
+// and exited before the EOF went out, and "write, close stdin, wait" failed
+// with INPUT_CLOSED at the close.
+TEST_CASE("close_stdin after the child exited on its own succeeds and sends nothing; writes still refuse") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    auto p = co_await Start(t, V("sh", "-c", "read x; echo \"got:$x\""), true);
+    REQUIRE(p.ok());
+    CHECK((co_await (*p)->Write("one\n")).ok());
+    Output o = co_await ReadAll(**p);
+    CHECK(o.out == "got:one\n");
+    auto e = co_await (*p)->Wait();  // the exit is known before the close
+    REQUIRE(e.ok());
+    CHECK(e->code == 0);
+    CHECK((co_await (*p)->CloseStdin()).ok());
+    CHECK(ErrorCodeOf(co_await (*p)->Write("late")) == ErrorCode::kInputClosed);
+  });
+}
+
 TEST_CASE("terminate kills a child that ignores SIGTERM after the grace period") {
   Sandbox sb;
   sb.Run([](Transport& t) -> awaitable<void> {

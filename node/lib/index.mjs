@@ -236,7 +236,10 @@ class BaseProcess {
     this._outputEnded = false;
     this._confirmedExit = null;
     this._terminating = null;
-    this._released = false;
+    this._stdin = settings.stdin;
+    this._inputClosed = false;
+    this._queuedBytes = 0;
+    this._queuedWrites = 0;
   }
 
   _handle() {
@@ -397,14 +400,6 @@ class BaseProcess {
 }
 
 export class ChildProcess extends BaseProcess {
-  constructor(rt, handle, pid, settings) {
-    super(rt, handle, pid, settings);
-    this._stdin = settings.stdin;
-    this._inputClosed = false;
-    this._queuedBytes = 0;
-    this._queuedWrites = 0;
-  }
-
   // EOF after everything written so far; a repeated close sends nothing.
   async closeStdin(options = {}) {
     const { signal } = checkKeys("closeStdin()", options, ["signal"]);
@@ -418,11 +413,7 @@ export class ChildProcess extends BaseProcess {
 
 export class Terminal extends BaseProcess {
   constructor(rt, handle, pid) {
-    super(rt, handle, pid, { format: "bytes", mode: "stream", terminal: true });
-    this._stdin = "pipe";
-    this._inputClosed = false;
-    this._queuedBytes = 0;
-    this._queuedWrites = 0;
+    super(rt, handle, pid, { format: "bytes", mode: "stream", terminal: true, stdin: "pipe" });
   }
 
   async resize(size, options = {}) {
@@ -508,9 +499,8 @@ export class Sandbox {
     });
   }
 
-  async #launch(opts, signal) {
-    const r = await this.#rt.call(native.start, [this.#rt.rt, this.#rt.transport, opts], signal);
-    return r;
+  #launch(opts, signal) {
+    return this.#rt.call(native.start, [this.#rt.rt, this.#rt.transport, opts], signal);
   }
 
   async #start(input) {
@@ -704,7 +694,8 @@ if (typeof Symbol.asyncDispose === "symbol") {
 
 function flagsOf(options) {
   const out = [];
-  for (const [key, value] of Object.entries(checkKeys("options", options ?? {}, Object.keys(options ?? {})))) {
+  if (options !== undefined && (options === null || typeof options !== "object")) throw bad("options must be an object");
+  for (const [key, value] of Object.entries(options ?? {})) {
     if (value === undefined || value === null || value === false) continue;
     const flag = "--" + key.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase()).replace(/_/g, "-");
     out.push(flag, value === true ? "true" : String(value));

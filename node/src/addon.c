@@ -297,11 +297,11 @@ static void notify(void* user) {
   if (atomic_exchange(&rb->woken, 1) == 0) napi_call_threadsafe_function(rb->tsfn, NULL, napi_tsfn_nonblocking);
 }
 
-static void close_runtime(rt_box* rb) {
-  if (rb->closed) return;
-  napi_env env = rb->env;
+/* Stops the C runtime (joining its thread); every handle goes with it (the
+ * C contract), so the boxes are emptied. The calls in flight are left to
+ * the caller. */
+static void stop_c_runtime(rt_box* rb) {
   tether_runtime_set_notify(rb->rt, NULL, NULL);
-  /* Every handle goes with the runtime (the C contract): empty the boxes. */
   for (handle_box* b = rb->handles; b;) {
     handle_box* next = b->next;
     b->h = NULL;
@@ -310,10 +310,16 @@ static void close_runtime(rt_box* rb) {
     b = next;
   }
   rb->handles = NULL;
-  tether_runtime_free(rb->rt); /* joins its thread */
+  tether_runtime_free(rb->rt);
   rb->rt = NULL;
-  hold_loop(rb, 0);
   rb->closed = 1;
+}
+
+static void close_runtime(rt_box* rb) {
+  if (rb->closed) return;
+  napi_env env = rb->env;
+  hold_loop(rb, 0);
+  stop_c_runtime(rb);
   napi_release_threadsafe_function(rb->tsfn, napi_tsfn_abort);
   /* The calls in flight end here, each with UNAVAILABLE. */
   for (size_t i = 0; i < rb->ncalls; ++i) {
@@ -329,15 +335,10 @@ static void cleanup_hook(void* arg) {
   rt_box* rb = (rt_box*)arg;
   /* At teardown no promise can be settled any more: only the C side. */
   if (rb->closed) return;
-  tether_runtime_set_notify(rb->rt, NULL, NULL);
-  for (handle_box* b = rb->handles; b; b = b->next) b->h = NULL, b->rt = NULL;
-  rb->handles = NULL;
-  tether_runtime_free(rb->rt);
-  rb->rt = NULL;
-  rb->closed = 1;
+  stop_c_runtime(rb);
   free(rb->calls);
   rb->calls = NULL;
-  rb->ncalls = 0;
+  rb->ncalls = rb->cap = 0;
 }
 
 static void finalize_runtime(napi_env env, void* data, void* hint) {
@@ -617,13 +618,6 @@ static napi_value js_transport_new(napi_env env, napi_callback_info info) {
   return wrap_handle(env, rb, BOX_TRANSPORT, t);
 }
 
-static napi_value js_transport_free(napi_env env, napi_callback_info info) {
-  ARGS(1);
-  handle_box* b = box_of(env, argv[0], BOX_TRANSPORT);
-  if (b) free_box_handle(b);
-  return NULL;
-}
-
 static napi_value js_start(napi_env env, napi_callback_info info) {
   ARGS(4);
   rt_box* rb = runtime_of(env, argv[0]);
@@ -893,7 +887,6 @@ static napi_value init(napi_env env, napi_value exports) {
       {"runtimeNew", NULL, js_runtime_new, NULL, NULL, NULL, napi_default, NULL},
       {"runtimeClose", NULL, js_runtime_close, NULL, NULL, NULL, napi_default, NULL},
       {"transportNew", NULL, js_transport_new, NULL, NULL, NULL, napi_default, NULL},
-      {"transportFree", NULL, js_transport_free, NULL, NULL, NULL, napi_default, NULL},
       {"start", NULL, js_start, NULL, NULL, NULL, napi_default, NULL},
       {"reopen", NULL, js_reopen, NULL, NULL, NULL, napi_default, NULL},
       {"write", NULL, js_write, NULL, NULL, NULL, napi_default, NULL},

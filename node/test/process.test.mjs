@@ -92,11 +92,23 @@ describe("exact bytes", () => {
   });
 
   test("text: invalid UTF-8 becomes U+FFFD, NUL stays, a character split across writes is joined", async () => {
+    // The second half of the euro sign is written only after the first
+    // chunk arrived: the split is certain, not a matter of timing.
     const child = await sb.processes.start({
-      command: shell("printf 'a\\0b\\377c'; printf '\\342\\202'; sleep 0.2; printf '\\254!'"),
+      command: shell("printf 'a\\0b\\377c'; printf '\\342\\202'; read x; printf '\\254!'"),
+      stdin: "pipe",
       output: { mode: "stream" },
     });
-    const text = (await collect(child)).map((c) => c.text).join("");
+    const it = child.output();
+    let text = "";
+    while (text.length < 5) {
+      const step = await it.next();
+      assert.ok(!step.done, `ended early: ${JSON.stringify(text)}`);
+      text += step.value.text;
+    }
+    assert.equal(text, "a\0b\uFFFDc"); // no half character delivered
+    await child.write("go\n");
+    for (let step = await it.next(); !step.done; step = await it.next()) text += step.value.text;
     assert.equal(text, "a\0b\uFFFDc\u20AC!");
     await child.wait();
   });
@@ -352,21 +364,26 @@ describe("exec", () => {
   });
 
   test("a throwing callback ends observation, not the process, and keeps the cause and the capture", async () => {
+    // The process goes on only once the test, after the rejection, says so:
+    // a process killed by the failure could never make the flag.
+    const go = path.join(os.tmpdir(), `tether-node-${process.pid}-go`);
     const flag = path.join(os.tmpdir(), `tether-node-${process.pid}-exec`);
     const boom = new Error("boom");
     await assert.rejects(
-      sb.exec({ command: shell(`echo first; sleep 0.5; touch '${flag}'`) }, {
+      sb.exec({ command: shell(`echo first; while [ ! -e '${go}' ]; do sleep 0.05; done; touch '${flag}'`) }, {
         onOutput: () => {
           throw boom;
         },
       }),
       (e) => e.code === "CANCELLED" && e.cause === boom && e.output.stdout === "first\n",
     );
-    // Not killed: it finishes on its own.
-    const until = Date.now() + 10_000;
+    assert.equal(fs.existsSync(flag), false);
+    fs.writeFileSync(go, "");
+    const until = Date.now() + 20_000;
     while (!fs.existsSync(flag) && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
     assert.ok(fs.existsSync(flag), "the process was stopped");
     fs.rmSync(flag, { force: true });
+    fs.rmSync(go, { force: true });
   });
 });
 

@@ -28,7 +28,7 @@ async function job(sandbox) {
   }
   const exit = await child.wait();
   const end = performance.now();
-  if (!process.env.NO_DETACH) await child.detach();
+  await child.detach();
   if (exit.exitCode !== 0) return { error: `echo hi: ${JSON.stringify(exit)}` };
   if (first === null) return { error: "echo hi printed nothing" };
   return { first: first - t0, total: end - t0 };

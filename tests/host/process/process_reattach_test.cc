@@ -217,6 +217,20 @@ TEST_CASE("a reopen whose Welcomes are lost attaches on a later try, its own ear
   }
 }
 
+// The Detach frames among the whole frames of `written` (what a host wrote
+// on one channel, from the first frame that decodes).
+int DetachesIn(std::string_view written) {
+  protocol::EnvelopeDecoder dec;
+  wire::Envelope env;
+  int n = 0;
+  while (true) {
+    absl::StatusOr<bool> got = dec.Next(&written, &env);
+    if (!got.ok() || !*got) break;
+    if (env.has_detach()) ++n;
+  }
+  return n;
+}
+
 // A transport whose channels lose the first write that carries a Detach:
 // the write fails as a call whose answer was lost would (the Detach never
 // arrived), and the channel's far end lives on until the transport goes,
@@ -273,14 +287,7 @@ class DetachLoser final : public internal::ForwardingTransport {
     // hold a Detach: every whole frame from the first that decodes.
     bool CarriesDetach(std::string_view bytes) {
       seen_.append(bytes);
-      std::string_view in = seen_;
-      protocol::EnvelopeDecoder dec;
-      wire::Envelope env;
-      while (true) {
-        absl::StatusOr<bool> got = dec.Next(&in, &env);
-        if (!got.ok() || !*got) break;
-        if (env.has_detach()) return true;
-      }
+      if (DetachesIn(seen_) > 0) return true;
       if (seen_.size() > (1u << 20)) seen_.clear();
       return false;
     }
@@ -356,15 +363,7 @@ class DetachCounter final : public internal::ForwardingTransport {
     awaitable<absl::Status> Write(std::string_view bytes) override {
       // Whole frames from the first that decodes (the attach's text first).
       seen_.append(bytes);
-      std::string_view in = seen_;
-      protocol::EnvelopeDecoder dec;
-      wire::Envelope env;
-      int n = 0;
-      while (true) {
-        absl::StatusOr<bool> got = dec.Next(&in, &env);
-        if (!got.ok() || !*got) break;
-        if (env.has_detach()) ++n;
-      }
+      const int n = DetachesIn(seen_);
       *count_ += n - counted_;
       counted_ = n;
       co_return co_await inner_->Write(bytes);

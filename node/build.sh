@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Builds the addon (build/tether.node) against a libtether_c.so:
 #
-#   node/build.sh [LIBTETHER_C]     (default: ../build/release/host/capi/libtether_c.so)
+#   node/build.sh [LIBTETHER_C]     (default: $TETHER_LIBTETHER_C, else
+#                                    ../build/release/host/capi/libtether_c.so)
+#
+# It is also the package's install script, so `npm install ./node` (in a
+# project of yours, after `./dev build`) builds the addon: npm has then
+# already fetched the headers (a dependency), and nothing else is fetched.
 #
 # What it needs: a C compiler (Debian's gcc, which packaging/setup.sh
 # installs), Node >= 20 with npm, and the Node-API headers from the npm
@@ -10,21 +15,25 @@
 # Node-API only, whose ABI is stable across Node versions.
 #
 # The addon finds libtether_c.so where it was when built (an rpath), or
-# through TETHER_LIBRARY_DIR at load time (lib/native.mjs).
+# through LD_LIBRARY_PATH; TETHER_NODE_ADDON names another addon (lib/native.mjs).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
-lib=${1:-$root/build/release/host/capi/libtether_c.so}
+lib=${1:-${TETHER_LIBTETHER_C:-$root/build/release/host/capi/libtether_c.so}}
 [[ -f $lib ]] || { echo "node/build.sh: $lib not found (build it: ./dev build)" >&2; exit 2; }
 lib=$(cd "$(dirname "$lib")" && pwd)/$(basename "$lib")
 cd "$here"
 stamp=node_modules/.tether-installed
 want=$(sha256sum package-lock.json | cut -d' ' -f1)
-if ! [[ -f $stamp && $(<"$stamp") == "$want" ]]; then
+# Run by npm as the install script: npm installed the dependencies.
+# (--ignore-scripts below: `npm ci` here must not run this script again.)
+if [[ ${npm_lifecycle_event:-} == install && -f node_modules/node-api-headers/include/node_api.h ]]; then
+  :
+elif ! [[ -f $stamp && $(<"$stamp") == "$want" ]]; then
   exec 9>"$here/.setup.lock"
   flock 9
   if ! [[ -f $stamp && $(<"$stamp") == "$want" ]]; then
-    npm ci --no-audit --no-fund --loglevel=error
+    npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
     echo "$want" >"$stamp.tmp" && mv "$stamp.tmp" "$stamp"
   fi
   exec 9>&-

@@ -3,8 +3,9 @@
 // original-bytes example. Compiled by tsc (types checked) and run by the
 // package's tests (node/test/examples.test.mjs).
 import * as tether from "@tether/node";
+import { sandboxFromArgs } from "./sandbox_from_args.js";
 
-const sandbox = process.argv[2] ? tether.command(process.argv[2]) : tether.local();
+const sandbox = sandboxFromArgs();
 const rendered: Record<string, string> = { stdout: "", stderr: "" };
 async function render(stream: string, text: string): Promise<void> {
   rendered[stream] += text;

@@ -1,6 +1,7 @@
 // The shipped types and seed 000's examples: tsc checks examples/*.ts (the
-// examples as written, and misuse the types must refuse), then the compiled
-// example runs against the local provider, and through a command channel.
+// examples as written, its three recipes, and misuse the types must refuse),
+// then the compiled examples run against the local provider and through a
+// command channel, or through the native provider run_native_test.sh names.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
@@ -8,6 +9,7 @@ import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
+import { provider } from "./fixtures/sandbox.mjs";
 
 const pkg = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const out = fs.mkdtempSync(path.join(os.tmpdir(), "tether-node-examples-"));
@@ -27,20 +29,58 @@ function compile() {
   return outDir;
 }
 
-test("the types accept seed 000's examples and refuse misuse; the examples run as written", () => {
+// Where the examples run: the local provider and a command channel, or the
+// provider the native runner (run_native_test.sh) names.
+const channels =
+  provider === "local"
+    ? [["local"], ["command", "sh -c 'exec sh -c \"$1\"' tether"]]
+    : [[provider, process.env.TETHER_NODE_TEST_OPTIONS || "{}"]];
+
+function run(outDir, example, channel) {
+  const text = execFileSync(process.execPath, [path.join(outDir, example), ...channel], {
+    encoding: "utf8",
+    env: { ...process.env, TMPDIR: out },
+    timeout: 120_000,
+  });
+  return text.trim().split("\n").map((l) => JSON.parse(l));
+}
+
+test("the types accept seed 000's examples and refuse misuse; the examples and the recipes run as written", () => {
   const outDir = compile();
   try {
-    for (const channel of [[], ["sh -c 'exec sh -c \"$1\"' tether"]]) {
-      const text = execFileSync(process.execPath, [path.join(outDir, "streaming.js"), ...channel], {
-        encoding: "utf8",
-        env: { ...process.env, TMPDIR: out },
-      });
-      const lines = text.trim().split("\n").map((l) => JSON.parse(l));
+    for (const channel of channels) {
+      const lines = run(outDir, "streaming.js", channel);
       assert.deepEqual(lines[1], { output: "fulfilled", exit: 0 });
       assert.deepEqual(lines[2], { exitCode: 0 });
       assert.deepEqual(lines[3], { lines: ["stderr:beta", "stdout:alpha", "stdout:gamma(partial)"], tail: 3 });
       assert.deepEqual(lines[4].rendered, { stdout: "got first request\ngot second request\n", stderr: "bye\n" });
       assert.deepEqual(lines[4].bytes, [0, 255, 128, 97, 98, 99]);
+
+      const [build, worker, server] = run(outDir, "recipes.js", channel);
+      // buildWithProgress: every line, in order per stream, then the exit.
+      assert.equal(build.recipe, "buildWithProgress");
+      assert.deepEqual(
+        build.progress.filter((l) => l.startsWith("stdout: ")),
+        [1, 2, 3, 4, 5].map((i) => `stdout: [${i}/5] compiling unit${i}.c`).concat(["stdout: build finished"]),
+      );
+      assert.deepEqual(build.progress.filter((l) => l.startsWith("stderr: ")), ["stderr: unit3.c: warning: unused variable"]);
+      assert.equal(build.exitCode, 0);
+      assert.equal(build.outputComplete, true);
+      // interactiveWorker: one answer per request, then EOF ended the worker.
+      assert.deepEqual(worker, {
+        recipe: "interactiveWorker",
+        results: ["result: ALPHA", "result: BETA", "result: GAMMA"],
+        log: ["worker: end of input"],
+        exitCode: 0,
+      });
+      // serverWorkspace: served the page, logged both requests, ended by the termination.
+      assert.deepEqual(server, {
+        recipe: "serverWorkspace",
+        page: "hello from the sandbox\n",
+        terminated: "requested",
+        signal: "SIGTERM",
+        requests: 2,
+      });
     }
   } finally {
     fs.rmSync(outDir, { recursive: true, force: true });

@@ -26,6 +26,6 @@ scratch=$(mktemp -d "${TMPDIR:-/tmp}/tether-node-test-XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 export TMPDIR=$scratch
 cd "$here"
-# (TETHER_NODE_TESTS: which files, for run_e2b_test.sh)
+# (TETHER_NODE_TESTS: which files, for run_native_test.sh)
 # shellcheck disable=SC2086
 node --test ${TETHER_NODE_TESTS:-./*.test.mjs}

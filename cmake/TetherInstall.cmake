@@ -18,7 +18,7 @@ install(TARGETS tether RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # registry by name, include/tether/providers.h), with what they link.
 if(TETHER_NATIVE_PROVIDERS)
   set(_native_targets tether_providers tether_native tether_native_base tether_net tether_codec
-      tether_native_modal_config)
+      tether_native_modal_config tether_native_grpc_target tether_native_grpc)
   foreach(_p docker e2b kubernetes boat runloop daytona modal)
     list(APPEND _native_targets tether_native_${_p})
     set_target_properties(tether_native_${_p} PROPERTIES EXPORT_NAME native_${_p})
@@ -28,6 +28,8 @@ if(TETHER_NATIVE_PROVIDERS)
   set_target_properties(tether_native_base PROPERTIES EXPORT_NAME native_base)
   set_target_properties(tether_codec PROPERTIES EXPORT_NAME codec)
   set_target_properties(tether_native_modal_config PROPERTIES EXPORT_NAME native_modal_config)
+  set_target_properties(tether_native_grpc_target PROPERTIES EXPORT_NAME native_grpc_target)
+  set_target_properties(tether_native_grpc PROPERTIES EXPORT_NAME native_grpc)
   install(TARGETS ${_native_targets} EXPORT tetherTargets
           ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
           LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})

@@ -1,6 +1,6 @@
 // What the modal provider decodes without I/O (internal to it): the
 // ~/.modal.toml profile the SDK reads, a JWT's `exp`, which API version a
-// sandbox id selects, and the gRPC target of a server or router URL. Tests
+// sandbox id selects (the gRPC target of a URL: host/native/grpc/). Tests
 // and the fuzzer (fuzz/modal_config_fuzzer.cc) call these directly.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "host/native/grpc/grpc_target.h"
 
 namespace tether::modal {
 
@@ -38,25 +39,12 @@ std::optional<std::int64_t> JwtExpiry(std::string_view jwt);
 // (SandboxGetTaskId, TaskGetCommandRouterAccess); any other id: the V2 ones.
 bool IsV1SandboxId(std::string_view id);
 
-// A server or router URL as gRPC wants it.
-struct GrpcTarget {
-  bool tls = true;       // https (else http: plaintext h2c)
-  std::string host;      // without brackets
-  std::uint16_t port = 443;
-  bool loopback = false;  // 127.0.0.0/8, ::1 or localhost
-  std::string target() const;  // "host:port" ("[::1]:port")
-};
-// "http(s)://host[:port][/]" (no path, query or credentials); the default
-// port is 443 for https and 80 for http. kInvalidArgument otherwise.
-absl::StatusOr<GrpcTarget> ParseGrpcUrl(std::string_view url);
-
-// "localhost", or an IPv4 address in 127.0.0.0/8, or ::1 (also as
-// ::ffff:127.x.y.z): the rule host/net keeps for plain http://.
-bool IsLoopbackHost(std::string_view host);
-
-// A token may travel in cleartext only to a loopback host: OK for https://
-// or a loopback target, else kInvalidArgument naming `what` (e.g. "the
-// server URL") and how to reach the server instead. There is no opt-in.
-absl::Status CheckCleartext(const GrpcTarget& t, std::string_view what);
+// The gRPC target of a URL, and the cleartext rule (host/native/grpc/).
+using rpc::GrpcTarget;
+using rpc::IsLoopbackHost;
+using rpc::ParseGrpcUrl;
+inline absl::Status CheckCleartext(const GrpcTarget& t, std::string_view what) {
+  return rpc::CheckCleartext(t, "modal", what);
+}
 
 }  // namespace tether::modal

@@ -1,8 +1,5 @@
 #include "host/native/modal/modal_session.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "host/net/http.h"
@@ -18,7 +15,6 @@ namespace {
 constexpr std::chrono::seconds kAuthLifetimeGuess{20 * 60};  // a token without exp (the SDK's default)
 constexpr std::chrono::seconds kAuthRenewEarly{60};           // renewed this long before its exp
 constexpr int kMaxMessageBytes = 100 << 20;                   // as the SDK's router channel
-constexpr char kSystemRoots[] = "/etc/ssl/certs/ca-certificates.crt";
 // The client identity every control-plane call of modal-js 0.11.1 carries
 // (EMULATORS.md section 5): client type 8 (CLIENT_TYPE_LIBMODAL_JS, the
 // client whose calls we make, field for field) at protocol version 1.0.0.
@@ -27,47 +23,12 @@ constexpr char kSystemRoots[] = "/etc/ssl/certs/ca-certificates.crt";
 constexpr char kClientType[] = "8";
 constexpr char kClientVersion[] = "1.0.0";
 
-absl::string_view A(std::string_view s) { return {s.data(), s.size()}; }
-
 void AddClientMetadata(grpc::ClientContext& ctx) {
   ctx.AddMetadata("x-modal-client-type", kClientType);
   ctx.AddMetadata("x-modal-client-version", kClientVersion);
 }
 
-std::shared_ptr<grpc::Channel> MakeChannel(const GrpcTarget& t, bool tls, const std::string& ca_pem) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  args.SetMaxSendMessageSize(kMaxMessageBytes);
-  args.SetInt(GRPC_ARG_MAX_METADATA_SIZE, kMaxMetadataBytes);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
-  std::shared_ptr<grpc::ChannelCredentials> creds;
-  if (!tls) {
-    creds = grpc::InsecureChannelCredentials();
-  } else {
-    grpc::SslCredentialsOptions so;
-    if (!ca_pem.empty()) {
-      // gRPC's pem_root_certs replaces its roots: the system's go first.
-      std::ifstream sys(kSystemRoots);
-      std::stringstream ss;
-      if (sys) ss << sys.rdbuf();
-      so.pem_root_certs = ss.str() + "\n" + ca_pem;
-    }
-    creds = grpc::SslCredentials(so);
-  }
-  return grpc::CreateCustomChannel(t.target(), creds, args);
-}
-
 }  // namespace
-
-bool CertificateRefused(const grpc::Status& st) {
-  // gRPC 1.51's words: "... Ssl handshake failed: ... certificate verify
-  // failed" (OpenSSL's chain check: expired, an untrusted CA) and "Peer name
-  // <name> is not in peer certificate" (its own name check).
-  const std::string& m = st.error_message();
-  return st.error_code() == grpc::StatusCode::UNAVAILABLE &&
-         (absl::StrContains(m, "certificate verify failed") || absl::StrContains(m, "is not in peer certificate"));
-}
 
 bool Retryable(const grpc::Status& st) {
   const grpc::StatusCode code = st.error_code();
@@ -77,15 +38,7 @@ bool Retryable(const grpc::Status& st) {
          !CertificateRefused(st);
 }
 
-absl::Status FromGrpc(const grpc::Status& st, std::string_view what) {
-  if (st.ok()) return absl::OkStatus();
-  if (CertificateRefused(st)) {
-    return net::UntrustedServerError(absl::StrCat("modal: ", A(what), ": ", st.error_message()));
-  }
-  // gRPC's and absl's canonical codes are the same numbers.
-  return absl::Status(static_cast<absl::StatusCode>(st.error_code()),
-                      absl::StrCat("modal: ", A(what), ": ", st.error_message()));
-}
+absl::Status FromGrpc(const grpc::Status& st, std::string_view what) { return rpc::FromGrpc(st, "modal", what); }
 
 ModalSession::ModalSession(asio::any_io_executor ex, SessionOptions o)
     : ex_(std::move(ex)), o_(std::move(o)), changed_(ex_) {}
@@ -127,7 +80,7 @@ asio::awaitable<absl::Status> ModalSession::AuthToken(bool renew) {
   if (!control_) {
     // (MakeModalTransport refused it already; a session made directly too.)
     if (absl::Status bad = CheckCleartext(o_.server, "the server URL"); !bad.ok()) co_return bad;
-    control_ = MakeChannel(o_.server, o_.server.tls, o_.ca_pem);
+    control_ = rpc::MakeChannel(o_.server, o_.ca_pem, kMaxMessageBytes);
   }
   mc::AuthTokenGetRequest req;
   mc::AuthTokenGetResponse resp;
@@ -247,7 +200,9 @@ asio::awaitable<absl::Status> ModalSession::RouterAccess() {
         t->target(), "): refused, its JWT would travel unencrypted. Use an https:// server URL"));
   }
   if (!router_channel_ || resp.url() != router_url_) {
-    router_channel_ = MakeChannel(*t, /*tls=*/!plaintext, o_.ca_pem);
+    GrpcTarget router = *t;
+    router.tls = !plaintext;
+    router_channel_ = rpc::MakeChannel(router, o_.ca_pem, kMaxMessageBytes);
     router_url_ = resp.url();
   }
   Router r;

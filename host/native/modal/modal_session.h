@@ -18,7 +18,8 @@
 
 #include "absl/status/status.h"
 #include "host/support/condition.h"
-#include "host/native/modal/grpc_asio.h"
+#include "host/native/grpc/grpc_asio.h"
+#include "host/native/grpc/grpc_client.h"
 #include "host/native/modal/modal_config.h"
 #include "host/native/modal/task_command_router.grpc.pb.h"
 
@@ -26,22 +27,17 @@ namespace tether::modal {
 
 using RouterStub = ::modal::task_command_router::TaskCommandRouter::Stub;
 
-// The most header and trailer metadata one answer may carry, both planes
-// (GRPC_ARG_MAX_METADATA_SIZE; the HTTP/2 header list as gRPC counts it,
-// 32 bytes per entry besides its name and value). gRPC 1.51's own default
-// is 8 KiB; set here so that the bound is ours and stated: twice that,
-// room for a google.rpc.Status detail in grpc-status-details-bin, and far
-// below what an endpoint could make the host hold. A larger answer fails
-// its call with RESOURCE_EXHAUSTED before its metadata is kept.
-inline constexpr int kMaxMetadataBytes = 16 << 10;
+// (host/native/grpc/: the gRPC callback API awaited from Asio, channels.)
+using rpc::AwaitUnary;
+using rpc::CertificateRefused;
+using rpc::kMaxMetadataBytes;
+using rpc::ServerStream;
+using rpc::StreamSink;
 
 // The codes the SDK retries unary calls on (DEADLINE_EXCEEDED, UNAVAILABLE,
 // CANCELLED, INTERNAL, UNKNOWN), but never a server whose certificate failed
 // verification: gRPC says UNAVAILABLE for that too, and only in its message.
 bool Retryable(const grpc::Status& st);
-// Whether `st` is gRPC's "the server's certificate failed verification"
-// (expired, another name, an untrusted CA).
-bool CertificateRefused(const grpc::Status& st);
 // A gRPC status as a Status with `what` in front ("modal: TaskExecStart:
 // ..."); a refused certificate is net::UntrustedServerError.
 absl::Status FromGrpc(const grpc::Status& st, std::string_view what);

@@ -28,7 +28,7 @@
 #include "absl/strings/match.h"
 #include "host/native/modal/modal_channel.h"
 #include "host/native/modal/modal_client.grpc.pb.h"
-#include "host/native/modal/grpc_asio.h"
+#include "host/native/grpc/grpc_asio.h"
 #include "host/native/modal/modal_session.h"
 #include "tether/providers/modal.h"
 

@@ -1,5 +1,5 @@
-// gRPC's callback API awaited from Asio coroutines (internal to the modal
-// provider). gRPC completes calls on its own threads; every completion is
+// gRPC's callback API awaited from Asio coroutines (internal to the gRPC
+// providers: modal, boxd). gRPC completes calls on its own threads; every completion is
 // posted back to the caller's executor, so no gRPC thread ever runs our code
 // and nothing blocks the executor. A pending call keeps the executor's work
 // count up (the io_context does not return under it), and cancelling the
@@ -33,7 +33,7 @@
 #include <string>
 #include <utility>
 
-namespace tether::modal {
+namespace tether::rpc {
 
 // Starts a unary call: `start(done)` must begin it with `done` as its
 // completion (a std::function<void(grpc::Status)>); `ctx` must be the call's
@@ -168,4 +168,4 @@ class ServerStream : public grpc::ClientReadReactor<Response>,
   bool held_ = true, read_out_ = false, cancelled_ = false;
 };
 
-}  // namespace tether::modal
+}  // namespace tether::rpc

@@ -19,7 +19,7 @@ install(TARGETS tether RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(TETHER_NATIVE_PROVIDERS)
   set(_native_targets tether_providers tether_native tether_native_base tether_net tether_codec
       tether_native_modal_config tether_native_grpc_target tether_native_grpc)
-  foreach(_p docker e2b kubernetes boat runloop daytona modal)
+  foreach(_p docker e2b kubernetes boat runloop daytona modal boxd)
     list(APPEND _native_targets tether_native_${_p})
     set_target_properties(tether_native_${_p} PROPERTIES EXPORT_NAME native_${_p})
   endforeach()

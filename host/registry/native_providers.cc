@@ -5,6 +5,7 @@
 #include "host/registry/native_providers.h"
 
 #include "host/native/boat/boat_options.h"
+#include "host/native/boxd/boxd_options.h"
 #include "host/native/daytona/daytona_options.h"
 #include "host/native/docker/docker_options.h"
 #include "host/native/e2b/e2b_options.h"
@@ -22,6 +23,7 @@ void AppendNativeProviders(std::vector<ProviderInfo>& r) {
   r.push_back(RunloopProvider());
   r.push_back(DaytonaProvider());
   r.push_back(ModalProvider());
+  r.push_back(BoxdProvider());
 }
 
 }  // namespace tether

@@ -8,7 +8,7 @@
 namespace tether {
 
 // Appends every native provider (docker, e2b, kubernetes, boat, runloop,
-// daytona, modal) to `registry`, in that order.
+// daytona, modal, boxd) to `registry`, in that order.
 void AppendNativeProviders(std::vector<ProviderInfo>& registry);
 
 }  // namespace tether

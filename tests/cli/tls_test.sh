@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Certificates are checked on every native transport: each emulator
-# (HTTP, WebSocket, Connect and gRPC over TLS; Kubernetes's API server) serves a certificate from the
+# (HTTP, WebSocket, Connect and gRPC over TLS: modal and boxd; Kubernetes's API server) serves a certificate from the
 # CA tether is told to trust, but expired (January 2020) or for another
 # name (elsewhere.invalid); tether must refuse the connection, say why, and
 # send nothing: the emulator's request log stays empty, so no credential
@@ -17,7 +17,7 @@ set -euo pipefail
 here=$(dirname "${BASH_SOURCE[0]}")
 # shellcheck source=../lib/cli_provider.sh
 source "$here/../lib/cli_provider.sh"
-for p in e2b boat daytona runloop modal kubernetes; do
+for p in e2b boat daytona runloop modal boxd kubernetes; do
   # shellcheck source=/dev/null
   source "$here/../lib/${p}_emulator.sh"
 done
@@ -40,7 +40,7 @@ kube_flags() {
 # A control run first: the same emulators with a good certificate work, so
 # the refusals below are the certificate's doing.
 for kind in good expired wrong-host; do
-  for p in e2b boat daytona runloop modal kube; do
+  for p in e2b boat daytona runloop modal boxd kube; do
     dir=$WORK/$p-$kind
     mkdir -p "$dir"
     if [[ $kind == good ]]; then

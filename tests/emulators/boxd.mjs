@@ -241,8 +241,8 @@ function killGroup(pgid, label) {
   log.line(label, 'SIGTERM pgid', pgid);
   setTimeout(() => {
     if (!groupAlive(pgid)) return groups.delete(pgid);
+    log.line(label, 'SIGKILL pgid', pgid);  // (first: a reader of the log sees the line before the effect)
     try { process.kill(-pgid, 'SIGKILL'); } catch { /* gone */ }
-    log.line(label, 'SIGKILL pgid', pgid);
     groups.delete(pgid);
   }, kKillGraceMs).unref();
 }

@@ -328,7 +328,7 @@ test('boxd emulator', async (t) => {
       await waitFor(() => / SIGTERM pgid /.test(emu.log()), { what: 'the SIGTERM' });
       assert.ok(running(pid), 'SIGTERM is ignored');
       await waitFor(() => !running(pid), { timeoutMs: 6000, what: 'the SIGKILL' });
-      assert.match(emu.log(), / SIGKILL pgid /);
+      await waitFor(() => / SIGKILL pgid /.test(emu.log()), { what: 'the SIGKILL logged' });
     });
 
     await t.test('a message above 4 MiB is RESOURCE_EXHAUSTED and ends the command', async () => {

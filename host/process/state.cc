@@ -208,7 +208,9 @@ asio::awaitable<absl::Status> Process::State::Reconnect(const absl::Status& lost
   auto backoff = std::chrono::milliseconds(20);
   absl::Status last;
   int attempts = 0;
-  while (steady_clock::now() < deadline && !disconnected && !core.exit) {
+  // (`reconnect` goes false when the handle is dropped: nobody holds this
+  // attachment any more, so a reattach in flight must not outlive it.)
+  while (steady_clock::now() < deadline && !disconnected && !core.exit && reconnect) {
     core.output.Attached();
     ++attempts;
     // The last attempt that fits gets all the time left: a slow channel
@@ -216,6 +218,13 @@ asio::awaitable<absl::Status> Process::State::Reconnect(const absl::Status& lost
     const auto now = steady_clock::now();
     const auto attempt_deadline = deadline - now <= 2 * attempt_limit ? deadline : now + attempt_limit;
     absl::StatusOr<wire::Welcome> welcome = co_await ReattachUntil(ResumeHello(), attempt_deadline, attempt_what);
+    if (welcome.ok() && !reconnect) {
+      // The handle was dropped while this attempt ran: the attachment it
+      // won is released at once (a dropped handle ends its attachment), not
+      // kept alive by keepalives that nobody reads.
+      if (session) session->Close();
+      co_return lost;
+    }
     if (welcome.ok()) {
       ++reconnects;
       Heard();
@@ -255,7 +264,7 @@ asio::awaitable<absl::Status> Process::State::Reconnect(const absl::Status& lost
     co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
-  if (attempts == 0 || disconnected || core.exit) co_return lost;
+  if (attempts == 0 || disconnected || core.exit || !reconnect) co_return lost;
   co_return MakeError(ErrorCode::kUnavailable,
                       absl::StrCat(lost.message(), "; reattaching did not succeed within reconnect_timeout (",
                                    reconnect_timeout.count(), " ms, ", attempts, " attempts; the last: ",

@@ -482,6 +482,51 @@ TEST_CASE("a reattach on a channel that stays silent ends with UNAVAILABLE once 
   CHECK(sb.LeftoverStateDirs() == 0);
 }
 
+// Found by conformance.boxd-faults, whose `tether conformance` never exited:
+// a handle dropped while its reattach was on its way (after a cut) kept the
+// attachment that reattach then won, with keepalives nobody read, so the
+// process stayed BUSY to every other handle and the program's loop never
+// ran out of work. A dropped handle ends its attachment, even one won late.
+TEST_CASE("a reattach that wins after its handle was dropped releases the attachment at once") {
+  Sandbox sb;
+  sb.Run([](Transport& t) -> awaitable<void> {
+    // No silent channel: every reattach is real, but each Exec after the
+    // cut waits 500 ms first, time for the handle to be dropped.
+    auto slow_owner = std::make_shared<SilentReattachTransport>(t, 0, std::chrono::milliseconds(500));
+    SilentReattachTransport& slow = *slow_owner;
+    StartOptions o = Opts();
+    o.argv = V("sh", "-c", "echo ready; sleep 30");
+    o.reconnect = true;
+    auto p = co_await Process::Start(slow, o);
+    REQUIRE_MESSAGE(p.ok(), p.status());
+    absl::StatusOr<std::string> ref = (*p)->Reference();
+    REQUIRE(ref.ok());
+    auto first = co_await (*p)->Read();
+    REQUIRE(first.ok());
+    REQUIRE(*first);
+    slow.Cut();
+    co_await Sleep(std::chrono::milliseconds(100));  // the reattach is under way (in its Exec's delay)
+    p->reset();
+    // The late reattach attaches (nobody else holds the process), then
+    // must let go. Another handle then attaches without BUSY: before the
+    // fix it got BUSY for a lease (30 s) and more, the dropped handle's
+    // keepalives renewing it.
+    co_await Sleep(std::chrono::milliseconds(1500));
+    absl::StatusOr<std::unique_ptr<Process>> q = absl::UnknownError("not tried");
+    for (int i = 0; i < 20; ++i) {
+      q = co_await Process::Reopen(t, *ref);
+      if (ErrorCodeOf(q.status()) != ErrorCode::kBusy) break;
+      co_await Sleep(std::chrono::milliseconds(250));
+    }
+    REQUIRE_MESSAGE(q.ok(), q.status());
+    CHECK((co_await (*q)->Terminate(0)).ok());
+    (void)co_await ReadAll(**q);
+    auto e = co_await (*q)->Wait();
+    CHECK(e.ok());
+  });
+  CHECK(sb.LeftoverStateDirs() == 0);
+}
+
 TEST_CASE("after a silent reattach is given up, a later attempt on a good channel continues with nothing lost") {
   Sandbox sb;
   sb.Run([](Transport& t) -> awaitable<void> {

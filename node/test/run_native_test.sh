@@ -6,7 +6,10 @@
 # over a native channel, the real static supervisor uploaded through it.
 #   e2b      tests/emulators/e2b.mjs: envd's process API (Connect streams)
 #   runloop  tests/emulators/runloop.mjs: text-only execute_async, SSE logs
-#            and send_std_in, so every byte goes through tether's exchange
+#            and send_std_in, so every byte goes through tether's text tunnel
+#   command  no emulator: tether.connect("command", {prefix: "sh -c"}), the
+#            binary tunnel through a command channel (the examples already
+#            run through one in ctest node, so they are not run again)
 # Exit 77 (skipped) as run_test.sh, or when the emulator cannot run here.
 set -euo pipefail
 provider=$1 lib=$2 out=$3
@@ -21,7 +24,13 @@ cleanup() {
 trap cleanup EXIT
 json() { node -e 'const a = process.argv.slice(1); const o = {}; for (let i = 0; i < a.length; i += 2) if (a[i + 1]) o[a[i]] = a[i + 1]; console.log(JSON.stringify(o))' "$@"; }
 rc=0
+tests="process.test.mjs lines.test.mjs examples.test.mjs"
+start_pattern=
 case $provider in
+  command)
+    options='{"prefix":"sh -c"}'
+    tests="process.test.mjs lines.test.mjs"
+    ;;
   e2b)
     # shellcheck source=../../tests/lib/e2b_emulator.sh
     source "$here/../../tests/lib/e2b_emulator.sh"
@@ -48,11 +57,13 @@ if ((rc == 77)); then
 fi
 ((rc == 0)) || exit 1
 TETHER_NODE_TEST_PROVIDER=$provider TETHER_NODE_TEST_OPTIONS=$options \
-  TETHER_NODE_TESTS="process.test.mjs lines.test.mjs examples.test.mjs" \
+  TETHER_NODE_TESTS=$tests \
   bash "$here/run_test.sh" "$lib" "$out"
 # The runs went through the emulator, not this machine's local provider:
 # a floor of starts it saw (not an exact count), so a run that fell back to
-# the local provider cannot pass.
+# the local provider cannot pass. (The command channel has no emulator to
+# count with: connect("command") has no fallback to take.)
+[[ -n $start_pattern ]] || exit 0
 starts=$(grep -c "$start_pattern" "$work/emulator/requests.log" || true)
 echo "the $provider emulator saw $starts process starts"
 if ((starts < 30)); then

@@ -242,6 +242,22 @@ ReadStep OutputReceiver::Take() {
   }
 }
 
+bool OutputReceiver::TakeReady() const {
+  if (!error_.ok() || (ended() && queue_.empty() && carry_[0].empty() && carry_[1].empty())) return true;
+  if (!config_.text) return !queue_.empty();
+  for (int i = 0; i < 2; ++i) {
+    // What stream i holds back, then what it has queued (at most the
+    // window: the queue is bounded by it).
+    std::string bytes = carry_[i];
+    for (const OutputChunk& c : queue_) {
+      if ((c.stream == StreamId::kStderr) == (i == 1)) bytes += c.bytes;
+    }
+    if (bytes.empty()) continue;
+    if (eof_[i] || DecodeUtf8Prefix(bytes, kMaxChunkBytes, false).used > 0) return true;
+  }
+  return false;
+}
+
 void OutputReceiver::Discard() {
   queue_.clear();
   queued_bytes_ = 0;

@@ -85,6 +85,11 @@ class OutputReceiver {
   // consumer comes back for the next step: a reader killed while it writes
   // a chunk out finds it again on a reopen that resumes at what it wrote.
   ReadStep Take();
+  // Whether Take() would return at once, a chunk, the end or the error,
+  // rather than kNeedMore. In bytes mode: anything is queued. In text mode
+  // a queued chunk may be only part of a character (the rest not yet
+  // received), so it is not enough that something is queued.
+  bool TakeReady() const;
   // The consumer is done with every chunk handed out (it waits for the exit).
   void ReleaseTaken();
   // Detach: drops everything unread; Take() then reports kEnd.

@@ -63,6 +63,7 @@ bool Process::has_pty() const { return state_->core.output.config().pty; }
 std::size_t Process::unread_bytes() const { return state_->core.output.unread_bytes(); }
 std::uint64_t Process::reconnects() const { return state_->reconnects; }
 std::size_t Process::unread_chunks() const { return state_->core.output.unread_chunks(); }
+bool Process::read_ready() const { return !state_->failed.ok() || state_->core.output.TakeReady(); }
 
 asio::awaitable<absl::Status> Process::Write(std::string_view bytes) {
   State& s = *state_;

@@ -162,6 +162,10 @@ class Process {
   // and kMaxUnreadChunks.
   std::size_t unread_bytes() const;
   std::size_t unread_chunks() const;
+  // Whether Read() would return without waiting (a chunk, the end or an
+  // error). In text output a received chunk may hold only part of a
+  // character, so unread_chunks() > 0 does not promise it.
+  bool read_ready() const;
 
  private:
   static boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Process>>> StartSetup(

@@ -154,7 +154,9 @@ TETHER_API tether_runtime* tether_runtime_new(void);
  * thread and closes the fd. Completions not taken are dropped. Must not be
  * called from a notify callback. */
 TETHER_API void tether_runtime_free(tether_runtime* rt);
-/* Readable while completions wait (level-triggered). */
+/* Readable while completions wait (level-triggered), from this call on: a
+ * program that never asks for the fd (it takes the notify callback's word)
+ * pays no system call on it per completion. */
 TETHER_API int tether_runtime_fd(const tether_runtime* rt);
 /* Takes the oldest completion into `out`: 1, or 0 when none waits. */
 TETHER_API int tether_runtime_next(tether_runtime* rt, tether_completion* out);

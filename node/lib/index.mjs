@@ -139,22 +139,6 @@ function exitInfo(e) {
   };
 }
 
-// Pieces of at most maxChunkBytes; text cut only between characters. Each
-// piece is a copy (owns its bytes).
-function* pieces(data, text) {
-  const max = limits.maxChunkBytes;
-  let from = 0;
-  while (from < data.length) {
-    let end = Math.min(data.length, from + max);
-    if (text && end < data.length) {
-      while (end > from && (data[end] & 0xc0) === 0x80) --end;
-      if (end === from) end = Math.min(data.length, from + max);
-    }
-    yield new Uint8Array(data.subarray(from, end));
-    from = end;
-  }
-}
-
 // The one consumer of a process's output (child.output()).
 class OutputIterator {
   constructor(child, signal) {
@@ -165,6 +149,7 @@ class OutputIterator {
     this.closed = false;
     this.token = 0;
     this.chain = Promise.resolve();
+    this.busy = 0; // steps queued or running
   }
 
   [Symbol.asyncIterator]() {
@@ -172,8 +157,13 @@ class OutputIterator {
   }
 
   next() {
+    // A chunk already here, nothing queued before it: no read, no chain.
+    if (this.busy === 0 && this.ready.length > 0 && !this.closed) {
+      return Promise.resolve({ done: false, value: this.ready.shift() });
+    }
     // One read at a time, in order, whatever the caller does.
-    const step = this.chain.then(() => this.step());
+    ++this.busy;
+    const step = this.chain.then(() => this.step()).finally(() => --this.busy);
     this.chain = step.catch(() => {});
     return step;
   }
@@ -182,7 +172,8 @@ class OutputIterator {
     const c = this.child;
     while (this.ready.length === 0) {
       if (this.closed || this.ended) return { done: true, value: undefined };
-      const { token, promise } = c._rt.begin(native.read, [c._handle()], this.signal);
+      const text = c._format === "text" && !c._terminal;
+      const { token, promise } = c._rt.begin(native.read, [c._handle(), text], this.signal);
       this.token = token;
       let r;
       try {
@@ -199,11 +190,13 @@ class OutputIterator {
         c._outputEnded = true;
         break;
       }
+      // Pieces of at most maxChunkBytes, each owning its bytes; text cut
+      // only between characters (src/addon.c).
       const stream = STREAMS[r.stream] ?? "stdout";
-      for (const bytes of pieces(r.data, c._format === "text")) {
-        if (c._terminal) this.ready.push(bytes);
-        else if (c._format === "text") this.ready.push({ stream, text: decoder.decode(bytes) });
-        else this.ready.push({ stream, bytes });
+      for (const piece of r.pieces) {
+        if (c._terminal) this.ready.push(piece);
+        else if (text) this.ready.push({ stream, text: piece });
+        else this.ready.push({ stream, bytes: piece });
       }
     }
     if (this.ready.length === 0) return { done: true, value: undefined };

@@ -113,6 +113,31 @@ describe("exact bytes", () => {
     await child.wait();
   });
 
+  test("text: a read returns what it has, though a character's first bytes came after it", async () => {
+    // Found as a hang of the test above (4 runs in 10 over the Runloop
+    // emulator): a read that batched what had arrived waited for the rest
+    // of a character received after its first chunk, so the first chunk
+    // never came back while the child waited for input. Made certain here:
+    // both writes have arrived before the first read is asked for.
+    const child = await sb.processes.start({
+      command: shell("printf 'abc'; sleep 0.3; printf '\\342\\202'; read x; printf '\\254'"),
+      stdin: "pipe",
+      output: { mode: "stream" },
+    });
+    await new Promise((r) => setTimeout(r, 1500));
+    const it = child.output();
+    const first = await Promise.race([
+      it.next(),
+      new Promise((r) => setTimeout(() => r("no chunk within 10 s"), 10_000).unref()),
+    ]);
+    assert.deepEqual(first, { done: false, value: { stream: "stdout", text: "abc" } });
+    await child.write("go\n");
+    let rest = "";
+    for (let step = await it.next(); !step.done; step = await it.next()) rest += step.value.text;
+    assert.equal(rest, "\u20AC");
+    assert.equal((await child.wait()).exitCode, 0);
+  });
+
   test("a text chunk of 16 KiB never ends inside a character", async () => {
     // 3-byte characters: 16384 is not a multiple of 3.
     const child = await sb.processes.start({

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "host/support/condition.h"
 #include "tether/errors.h"
+#include "tether/output_helpers.h"
 #include "tether/shell_setup.h"
 
 namespace tether::boxd {
@@ -19,19 +20,6 @@ namespace asio = boost::asio;
 namespace pb = ::boxd::api::v1;
 
 namespace {
-
-bool ValidUtf8(std::string_view s) {
-  for (std::size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    std::size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    for (std::size_t k = 1; k < n; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 2) return false;
-    }
-    i += n;
-  }
-  return true;
-}
 
 // One Exec call. gRPC runs its reactions on its own threads; each is only
 // posted to the executor, where all of this object's state lives and every
@@ -296,7 +284,7 @@ absl::StatusOr<std::string> CommandLine(const std::vector<std::string>& argv) {
   if (argv.empty()) return absl::InvalidArgumentError("boxd: exec with an empty argv");
   std::string line = "exec";
   for (const std::string& a : argv) {
-    if (a.find('\0') != std::string::npos || !ValidUtf8(a)) {
+    if (a.find('\0') != std::string::npos || !IsValidUtf8(a)) {
       return absl::InvalidArgumentError(
           "boxd: command arguments must be UTF-8 without NUL (boxd takes the command as one string)");
     }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "host/support/random.h"
 #include "tether/errors.h"
+#include "tether/output_helpers.h"
 
 namespace tether::modal {
 
@@ -22,18 +23,6 @@ constexpr std::chrono::milliseconds kEofDeadline{10000};     // the background s
 constexpr int kEofRetries = 3;
 constexpr int kWaitRetries = 5;                              // TaskExecWait after stdout ended (60 s each)
 
-bool ValidUtf8(std::string_view s) {
-  for (std::size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    std::size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    for (std::size_t k = 1; k < n; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 2) return false;
-    }
-    i += n;
-  }
-  return true;
-}
 
 class StdioReader;
 
@@ -358,7 +347,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> StartExec(std::shared_
   std::size_t total = 0;
   for (const std::string& a : argv) {
     total += a.size() + 1;
-    if (!ValidUtf8(a) || a.find('\0') != std::string::npos) {
+    if (!IsValidUtf8(a) || a.find('\0') != std::string::npos) {
       co_return absl::InvalidArgumentError("modal: command arguments must be UTF-8 without NUL (the router takes strings)");
     }
   }

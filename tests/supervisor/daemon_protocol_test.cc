@@ -1278,6 +1278,15 @@ TEST_CASE("a copy of a launch whose daemon was killed after it began starts noth
   const pid_t daemon = ParentOf(child);
   REQUIRE(daemon > 1);
   CHECK(HasDaemonMark(l.state_dir()));
+  const auto contents = [&flag] {
+    std::ifstream f(flag);
+    std::stringstream all;
+    all << f.rdbuf();
+    return all.str();
+  };
+  // The welcome comes once the child is spawned, not once its shell ran its
+  // first line (under ASan that can take a while): wait for the one start.
+  REQUIRE(Eventually([&] { return contents() == "started\n"; }, milliseconds(10000)));
   REQUIRE(::kill(daemon, SIGKILL) == 0);
   WaitPid(daemon);  // (we are the subreaper)
   a.peer.reset();
@@ -1293,10 +1302,7 @@ TEST_CASE("a copy of a launch whose daemon was killed after it began starts noth
   REQUIRE_MESSAGE(reply->has_error(), reply->DebugString());
   CHECK(reply->error().code() == wire::ERROR_NOT_FOUND);
   CHECK_MESSAGE(absl::StrContains(reply->error().message(), "gone without a record"), reply->error().message());
-  std::ifstream f(flag);
-  std::stringstream all;
-  all << f.rdbuf();
-  CHECK(all.str() == "started\n");
+  CHECK(contents() == "started\n");
   ::kill(child, SIGKILL);
 }
 

@@ -280,11 +280,12 @@ asio::awaitable<tether_completion> DoReopen(tether_runtime* rt, std::uint64_t to
 }
 
 // A read returns the chunks already waiting, joined while they are one
-// stream's consecutive bytes, up to kReadBatchBytes: one completion (two
+// stream's consecutive bytes, up to kReadBatchBytes (or the caller's cap): one completion (two
 // thread hand-offs) per window of output instead of per 16 KiB chunk.
 constexpr std::size_t kReadBatchBytes = 256 * 1024;
 
-asio::awaitable<tether_completion> DoRead(std::shared_ptr<ProcessCell> cell, std::uint64_t token) {
+asio::awaitable<tether_completion> DoRead(std::shared_ptr<ProcessCell> cell, std::uint64_t token,
+                                          std::size_t max_bytes) {
   Process& proc = *cell->process;
   std::optional<tether::OutputChunk> first = std::move(cell->stash);
   cell->stash.reset();
@@ -308,12 +309,12 @@ asio::awaitable<tether_completion> DoRead(std::shared_ptr<ProcessCell> cell, std
   // received chunk can be part of a character whose rest has not come, and
   // waiting for it would hold back what this read already has), and never
   // an error or the end while a chunk is unread.
-  while (size < kReadBatchBytes && proc.unread_chunks() > 0 && proc.read_ready()) {
+  while (size < max_bytes && proc.unread_chunks() > 0 && proc.read_ready()) {
     absl::StatusOr<std::optional<tether::OutputChunk>> r = co_await proc.Read();
     if (!r.ok() || !r->has_value()) break;  // not reached (see above)
     tether::OutputChunk& next = **r;
     if (next.stream != first->stream || next.offset != first->offset + size ||
-        size + next.bytes.size() > kReadBatchBytes) {
+        size + next.bytes.size() > max_bytes) {
       cell->stash = std::move(next);
       break;
     }
@@ -374,6 +375,7 @@ auto OnRuntimeThread(tether_runtime* rt, F f) -> decltype(f()) {
 
 // The C codes are the C++ ones, by number (tether.h says so; the Python
 // package's table is checked against tether_error_name in its tests).
+static_assert(TETHER_MAX_CHUNK_BYTES == tether::kMaxChunkBytes);
 #define TETHER_SAME_CODE(c, k) static_assert(c == static_cast<int>(tether::ErrorCode::k), #c)
 TETHER_SAME_CODE(TETHER_OK, kOk);
 TETHER_SAME_CODE(TETHER_E_INVALID_ARGUMENT, kInvalidArgument);
@@ -608,7 +610,17 @@ int tether_process_close_stdin(tether_process* p, uint64_t token) {
 int tether_process_read(tether_process* p, uint64_t token) {
   if (p == nullptr) return TETHER_E_INVALID_ARGUMENT;
   std::shared_ptr<ProcessCell> cell = p->cell;
-  Launch(p->rt, token, TETHER_OP_READ, cell, [cell, token] { return DoRead(cell, token); });
+  Launch(p->rt, token, TETHER_OP_READ, cell, [cell, token] { return DoRead(cell, token, kReadBatchBytes); });
+  return 0;
+}
+
+int tether_process_read_some(tether_process* p, std::size_t max_bytes, uint64_t token) {
+  // A first chunk is never cut (it is at most kMaxChunkBytes), so a smaller
+  // cap could not be kept.
+  if (p == nullptr || max_bytes < tether::kMaxChunkBytes) return TETHER_E_INVALID_ARGUMENT;
+  std::shared_ptr<ProcessCell> cell = p->cell;
+  const std::size_t cap = std::min(max_bytes, kReadBatchBytes);
+  Launch(p->rt, token, TETHER_OP_READ, cell, [cell, token, cap] { return DoRead(cell, token, cap); });
   return 0;
 }
 

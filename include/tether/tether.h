@@ -61,6 +61,9 @@ extern "C" {
 /* Bumped when an existing declaration changes incompatibly. */
 #define TETHER_C_API_VERSION 1
 
+/* A read's pieces: the library hands out output in chunks of at most this. */
+#define TETHER_MAX_CHUNK_BYTES (16 * 1024)
+
 /* The stable error codes (tether::ErrorCode, in its order). */
 enum tether_error {
   TETHER_OK = 0,
@@ -130,7 +133,8 @@ typedef struct tether_completion {
   /* READ: `size` bytes of `stream` at `offset` within it; stream
    * TETHER_STREAM_END (size 0) once all output was read. A read returns
    * the output already received, consecutive chunks of one stream joined
-   * (at most 256 KiB, and never more than the output window). */
+   * (at most 256 KiB, or tether_process_read_some's max_bytes, and never
+   * more than the output window). */
   int stream;
   uint64_t offset;
   uint8_t* data;
@@ -215,6 +219,11 @@ TETHER_API int tether_reopen(tether_runtime* rt, tether_transport* t, const char
 TETHER_API int tether_process_write(tether_process* p, const void* data, size_t size, uint64_t token);
 TETHER_API int tether_process_close_stdin(tether_process* p, uint64_t token);
 TETHER_API int tether_process_read(tether_process* p, uint64_t token);
+/* A read of at most max_bytes (at least TETHER_MAX_CHUNK_BYTES, else
+ * TETHER_E_INVALID_ARGUMENT): an embedder that holds what it read in a
+ * bounded queue of its own asks for no more than the room left in it, while
+ * a wider output window keeps the sandbox sending meanwhile. */
+TETHER_API int tether_process_read_some(tether_process* p, size_t max_bytes, uint64_t token);
 TETHER_API int tether_process_wait(tether_process* p, uint64_t token);
 TETHER_API int tether_process_status(tether_process* p, uint64_t token);
 /* "TERM", "SIGTERM" or "15". */

@@ -7,10 +7,17 @@
 //   the library, which settles it with WAIT_ABORTED (a start aborted after
 //   its launch was dispatched is OUTCOME_UNKNOWN, never run twice).
 // - Output is pulled: the iterator asks for the next read only when the
-//   consumer asks for the next chunk, so the unread output held here is one
-//   read (at most the output window, 64 KiB) and the supervisor's window
-//   backpressures the child. A slow consumer slows the child; nothing is
-//   dropped and OUTPUT_CAPACITY cannot happen with backpressure on.
+//   consumer asks for the next chunk and holds nothing unread, so the
+//   unread output held here is one read of at most 64 KiB
+//   (limits.maxUnreadBytes, in at most 4 chunks). Below it the library's
+//   output window (OUTPUT_WINDOW_BYTES, 256 KiB: received and not yet read,
+//   plus in flight) backpressures the child. A slow consumer slows the
+//   child; nothing is dropped and OUTPUT_CAPACITY cannot happen with
+//   backpressure on. The window is wider than one read so the sandbox
+//   keeps sending while JS works through a read: with the window at
+//   64 KiB, every read waited on the supervisor, two thread hand-offs per
+//   read, and `output()` moved 0.4-0.6x child_process's bytes
+//   (docs/benchmarks.md "Node").
 // - Text is decoded by the library (characters split across reads joined,
 //   invalid bytes as U+FFFD); bytes are exact. Chunks are at most 16 KiB
 //   (text cut at a character boundary) and own their bytes.
@@ -41,6 +48,9 @@ export const limits = Object.freeze({
   maxFiniteOutputBytes: 1024 * KiB,
   setupTimeoutMs: 30_000,
 });
+
+// The library's output window per process (see Design above).
+const OUTPUT_WINDOW_BYTES = 256 * KiB;
 
 const STREAMS = { 1: "stdout", 2: "stderr", 3: "pty" };
 const STATES = { 0: "running", 1: "exited", 2: "unknown" };
@@ -173,7 +183,7 @@ class OutputIterator {
     while (this.ready.length === 0) {
       if (this.closed || this.ended) return { done: true, value: undefined };
       const text = c._format === "text" && !c._terminal;
-      const { token, promise } = c._rt.begin(native.read, [c._handle(), text], this.signal);
+      const { token, promise } = c._rt.begin(native.read, [c._handle(), text, limits.maxUnreadBytes], this.signal);
       this.token = token;
       let r;
       try {
@@ -493,7 +503,7 @@ export class Sandbox {
   }
 
   #launch(opts, signal) {
-    return this.#rt.call(native.start, [this.#rt.rt, this.#rt.transport, opts], signal);
+    return this.#rt.call(native.start, [this.#rt.rt, this.#rt.transport, { ...opts, outputWindowBytes: OUTPUT_WINDOW_BYTES }], signal);
   }
 
   async #start(input) {

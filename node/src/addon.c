@@ -817,8 +817,9 @@ static int do_close_stdin(tether_process* p, napi_env env, napi_value* argv, uin
   return tether_process_close_stdin(p, token);
 }
 static int do_read(tether_process* p, napi_env env, napi_value* argv, uint64_t token) {
-  (void)env, (void)argv;
-  return tether_process_read(p, token);
+  unsigned max_bytes = 0;
+  if (!u32_arg(env, argv[2], &max_bytes)) return -1;
+  return tether_process_read_some(p, max_bytes, token);
 }
 static int do_wait(tether_process* p, napi_env env, napi_value* argv, uint64_t token) {
   (void)env, (void)argv;
@@ -858,12 +859,12 @@ static napi_value js_write(napi_env env, napi_callback_info info) { return proce
 static napi_value js_close_stdin(napi_env env, napi_callback_info info) {
   return process_op(env, info, 2, do_close_stdin);
 }
-/* read(handle, text, token): `text` cuts the pieces between characters and
- * makes strings of them. */
+/* read(handle, text, maxBytes, token): `text` cuts the pieces between
+ * characters and makes strings of them; at most maxBytes (>= 16 KiB). */
 static napi_value js_read(napi_env env, napi_callback_info info) {
-  napi_value promise = process_op(env, info, 3, do_read);
-  size_t argc = 3;
-  napi_value argv[3];
+  napi_value promise = process_op(env, info, 4, do_read);
+  size_t argc = 4;
+  napi_value argv[4];
   bool text = false;
   if (!promise || napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return promise;
   napi_get_value_bool(env, argv[1], &text);
@@ -872,7 +873,7 @@ static napi_value js_read(napi_env env, napi_callback_info info) {
   uint64_t token;
   size_t at = 0;
   pending* p;
-  if (text && b && b->rt && u64_arg(env, argv[2], &token) && (p = find_call(b->rt, token, &at))) p->pieces = PIECES_TEXT;
+  if (text && b && b->rt && u64_arg(env, argv[3], &token) && (p = find_call(b->rt, token, &at))) p->pieces = PIECES_TEXT;
   return promise;
 }
 static napi_value js_wait(napi_env env, napi_callback_info info) { return process_op(env, info, 2, do_wait); }

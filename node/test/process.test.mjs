@@ -91,6 +91,38 @@ describe("exact bytes", () => {
     assert.ok(hash.digest("hex").length === 64);
   });
 
+  test("output() holds at most 64 KiB and 4 chunks unread, though the library's window is wider", async () => {
+    // The library may hold 256 KiB received (its window); a read hands JS at
+    // most maxUnreadBytes. A consumer that pauses lets the window fill, so
+    // the read after a pause is a full one: exactly 64 KiB, never more.
+    const child = await sb.processes.start({
+      command: argv("head", "-c", String(4 << 20), "/dev/zero"),
+      output: { mode: "stream", format: "bytes" },
+    });
+    const it = child.output();
+    let total = 0;
+    let most = 0;
+    let mostChunks = 0;
+    let pauses = 0;
+    for (;;) {
+      const r = await it.next();
+      if (r.done) break;
+      const held = it.ready.reduce((n, c) => n + c.bytes.length, r.value.bytes.length);
+      most = Math.max(most, held);
+      mostChunks = Math.max(mostChunks, it.ready.length + 1);
+      total += r.value.bytes.length;
+      // Pause (at most 10 times) until one full read was seen.
+      if (most < tether.limits.maxUnreadBytes && it.ready.length === 0 && pauses < 10) {
+        ++pauses;
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    }
+    assert.equal(total, 4 << 20);
+    assert.equal(most, tether.limits.maxUnreadBytes, `the most held unread at once: ${most} bytes`);
+    assert.ok(mostChunks <= 4, `${mostChunks} chunks unread at once`);
+    assert.equal((await child.wait()).exitCode, 0);
+  });
+
   test("text: invalid UTF-8 becomes U+FFFD, NUL stays, a character split across writes is joined", async () => {
     // The second half of the euro sign is written only after the first
     // chunk arrived: the split is certain, not a matter of timing.

@@ -169,6 +169,49 @@ static void test_reference_and_reopen(tether_runtime* rt, tether_transport* t) {
   tether_process_free(p);
 }
 
+/* tether_process_read_some caps a read (an embedder's own queue bounds what
+ * it holds) while a wider window lets the library hold more: after a pause
+ * the capped read is full to its cap, a plain read takes more than 64 KiB. */
+static void test_read_some(tether_runtime* rt, tether_transport* t) {
+  const char* argv[] = {"head", "-c", "1048576", "/dev/zero"};
+  tether_start_options o;
+  tether_start_options_init(&o);
+  o.argv = argv;
+  o.argc = 4;
+  o.output_mode = TETHER_OUTPUT_STREAM;
+  o.output_window_bytes = 256 * 1024;
+  CHECK(tether_start(rt, t, &o, 60) == 0, "start not queued");
+  tether_completion c = await_token(rt, 60);
+  CHECK(c.error == TETHER_OK && c.process != NULL, "start: %s", c.message ? c.message : "");
+  tether_process* p = c.process;
+  tether_completion_release(&c);
+  if (p == NULL) return;
+  CHECK(tether_process_read_some(p, TETHER_MAX_CHUNK_BYTES - 1, 61) == TETHER_E_INVALID_ARGUMENT,
+        "a cap below one chunk is refused");
+  CHECK(tether_process_read_some(NULL, 65536, 61) == TETHER_E_INVALID_ARGUMENT, "NULL process");
+  size_t total = 0, most_capped = 0, most_plain = 0;
+  for (int i = 0;; i++) {
+    if (i < 20) poll(NULL, 0, 150); /* (the window fills meanwhile) */
+    const int capped = i % 2 == 0;
+    CHECK((capped ? tether_process_read_some(p, 32 * 1024, 62) : tether_process_read(p, 62)) == 0, "read not queued");
+    c = await_token(rt, 62);
+    if (c.error != TETHER_OK || c.stream == TETHER_STREAM_END) {
+      CHECK(c.error == TETHER_OK, "read: %s", c.message ? c.message : "");
+      tether_completion_release(&c);
+      break;
+    }
+    CHECK(c.offset == total, "offset %llu after %zu bytes", (unsigned long long)c.offset, total);
+    total += c.size;
+    if (capped && c.size > most_capped) most_capped = c.size;
+    if (!capped && c.size > most_plain) most_plain = c.size;
+    tether_completion_release(&c);
+  }
+  CHECK(total == 1048576, "%zu bytes", total);
+  CHECK(most_capped == 32 * 1024, "the largest capped read: %zu bytes", most_capped);
+  CHECK(most_plain > 64 * 1024 && most_plain <= 256 * 1024, "the largest plain read: %zu bytes", most_plain);
+  tether_process_free(p);
+}
+
 static void test_bad_arguments(tether_runtime* rt) {
   tether_transport* t = NULL;
   char* message = NULL;
@@ -208,6 +251,7 @@ int main(void) {
   test_exact_bytes_and_exit_code(rt, t);
   test_signal_status_and_cancel(rt, t);
   test_reference_and_reopen(rt, t);
+  test_read_some(rt, t);
   tether_transport_free(t);
   tether_runtime_free(rt);
   if (failures) {

@@ -51,3 +51,10 @@ start_kubernetes_emulator() {
   emu_forbidden_pod=${fields[6]}
   return 0
 }
+
+# The provider flags for `tether` against the emulator just started.
+kubernetes_flags() {
+  local f=(--provider kubernetes --kubeconfig "$emu_kubeconfig" --pod "$emu_pod" --namespace "$emu_namespace")
+  [[ -z $emu_container ]] || f+=(--container "$emu_container")
+  printf '%s\n' "${f[@]}"
+}

@@ -21,8 +21,10 @@
 #             the same kind of container
 #   e2b       the e2b provider against the E2B emulator (tests/emulators/e2b.mjs)
 #             over TLS
-#   e2b-faults  the same with the emulator cutting streams, answering 5xx and
-#             stalling at random (seeded): every failure must be reattached
+#   e2b-faults  the same with the emulator cutting streams, answering 5xx,
+#             stalling and rotating envd's access token (401 until the
+#             control plane is asked again) at random (seeded): every
+#             failure must be reattached
 #   boat      the boat provider against the Boat emulator (tests/emulators/boat.mjs)
 #             over TLS: one-shot commands, so the exchange tunnel
 #   boat-faults  the same with the emulator answering 5xx (2%) and answering
@@ -209,7 +211,7 @@ case $target in
     # shellcheck source=../lib/e2b_emulator.sh
     source "$(dirname "${BASH_SOURCE[0]}")/../lib/e2b_emulator.sh"
     args=(--tls)
-    spec=seed=1,cut=0.02,http5xx=0.05,slow=0.05
+    spec=seed=1,cut=0.02,http5xx=0.05,slow=0.05,rotate=0.02
     [[ $target == e2b ]] || args+=(--faults "$spec")
     rc=0
     start_e2b_emulator "$work/e2b" "${args[@]}" || rc=$?

@@ -68,6 +68,10 @@
 //   http5xx=P   per request (unary, files, control plane, new Start/Connect):
 //               answer 502 / 503 (alternating) without doing anything.
 //   slow=P      per request: delay the response by 1-3 s.
+//   rotate=P    per envd request carrying the current access token: a new
+//               token replaces it (as a pause and resume gives one) and this
+//               request is refused 401 with the old one; connect returns
+//               the new one. Streams already open go on.
 //
 // Paths for /files: "~" and relative paths resolve under the sandbox home;
 // absolute paths are used as they are (the "sandbox" is this machine).
@@ -111,12 +115,12 @@ if (!/^\d+\.\d+\.\d+$/.test(envdVersion)) {
 }
 let faults;
 try {
-  faults = new Faults(args.faults, { kinds: ['cut', 'http5xx', 'slow'], flags: [] });
+  faults = new Faults(args.faults, { kinds: ['cut', 'http5xx', 'slow', 'rotate'], flags: [] });
 } catch (e) {
   process.stderr.write(`${e.message}\nusage: ${USAGE}\n`);
   process.exit(2);
 }
-const accessToken = 'envd_' + randomBytes(16).toString('hex');
+let accessToken = 'envd_' + randomBytes(16).toString('hex');
 const log = new RequestLog(args.dir);
 const sandbox = new Sandbox(path.join(args.dir, SANDBOX_ID), { hostname: SANDBOX_ID });
 
@@ -751,6 +755,10 @@ async function handle(req, res) {
     req.resume();
     res.writeHead(204);
     return res.end();
+  }
+  if (!debugEnvd && req.headers['x-access-token'] === accessToken && faults.roll('rotate')) {
+    accessToken = 'envd_' + randomBytes(16).toString('hex');
+    log.line(label, 'FAULT rotate');
   }
   if (!debugEnvd && req.headers['x-access-token'] !== accessToken) {
     req.resume();

@@ -34,6 +34,7 @@ constexpr int kConnectAttempts = 3;                        // the control plane 
 constexpr std::chrono::milliseconds kConnectBackoff{200};  // doubled per attempt
 constexpr std::size_t kSmallFileBytes = 64 * 1024;         // through the shell (umask 077), not /files
 constexpr std::chrono::milliseconds kUploadTimeout{300000};  // one /files upload (a supervisor is a few MB)
+constexpr int kTokenAttempts = 4;  // calls to envd, each with a token the control plane gave anew
 constexpr int kScriptAttempts = 3;  // a setup script whose channel failed (cut, 5xx): they are idempotent
 constexpr std::size_t kScriptPiece = 64 * 1024;  // stdin bytes per Write
 
@@ -73,11 +74,24 @@ class E2bTransport final : public native::NativeTransport {
     return c;
   }
 
+  // envd refusing its access token (401: the sandbox was paused and
+  // resumed, or the token rotated) asks the control plane for the token
+  // again and tries again with it, while it gives a new one (a rotation
+  // under a concurrent call), at most kTokenAttempts times; the same token
+  // refused twice is the error.
   asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
     if (argv.empty()) co_return absl::InvalidArgumentError("exec: empty argv");
-    absl::StatusOr<std::shared_ptr<const e2b::EnvdSession>> s = co_await Session();
-    if (!s.ok()) co_return s.status();
-    co_return co_await e2b::StartProcess(*s, std::move(argv));
+    std::string refused;
+    for (int attempt = 1;; ++attempt) {
+      absl::StatusOr<std::shared_ptr<const e2b::EnvdSession>> s = co_await Session();
+      if (!s.ok()) co_return s.status();
+      std::vector<std::string> args = argv;  // (named: g++ 12 and temporaries in coroutines)
+      absl::StatusOr<std::unique_ptr<Channel>> ch = co_await e2b::StartProcess(*s, std::move(args));
+      if (ch.ok() || !absl::IsUnauthenticated(ch.status())) co_return ch;
+      if (attempt >= kTokenAttempts || (*s)->access_token == refused) co_return TokenRefused(ch.status());
+      refused = (*s)->access_token;
+      Forget(*s);
+    }
   }
 
  protected:
@@ -162,11 +176,24 @@ class E2bTransport final : public native::NativeTransport {
     const std::string what = absl::StrCat("e2b: uploading ", path);
     absl::Status last;
     std::chrono::milliseconds backoff = kConnectBackoff;
+    std::string refused;
+    int token_attempts = 1;
     for (int attempt = 1;; ++attempt) {
       absl::StatusOr<net::Response> resp = co_await (*s)->files->Call(r);
       if (resp.ok() && net::IsSuccess(*resp)) co_return absl::OkStatus();
       last = resp.ok() ? e2b::EnvdHttpError(*resp, what)
                        : absl::Status(resp.status().code(), absl::StrCat(what, ": ", resp.status().message()));
+      if (absl::IsUnauthenticated(last)) {
+        // A refused access token: a new one from the control plane, as Exec.
+        if (token_attempts >= kTokenAttempts || (*s)->access_token == refused) co_return TokenRefused(last);
+        ++token_attempts;
+        refused = (*s)->access_token;
+        Forget(*s);
+        s = co_await Session();
+        if (!s.ok()) co_return s.status();
+        ReplaceToken(r.headers, (*s)->access_token);
+        continue;
+      }
       // The upload is idempotent (a temporary name): retry what is transient.
       if (last.code() != absl::StatusCode::kUnavailable || attempt >= kConnectAttempts) co_return last;
       asio::steady_timer t(co_await asio::this_coro::executor, backoff);
@@ -256,6 +283,22 @@ class E2bTransport final : public native::NativeTransport {
     s->access_token = str("envdAccessToken");
     s->version = *version;
     co_return std::shared_ptr<const e2b::EnvdSession>(std::move(s));
+  }
+
+  // The session whose access token envd refused is asked for again (unless
+  // another caller already replaced it).
+  void Forget(const std::shared_ptr<const e2b::EnvdSession>& s) {
+    if (session_ == s) session_.reset();
+  }
+
+  static void ReplaceToken(net::Headers& h, const std::string& token) {
+    std::erase_if(h, [](const auto& kv) { return kv.first == "X-Access-Token"; });
+    if (!token.empty()) h.emplace_back("X-Access-Token", token);
+  }
+
+  static absl::Status TokenRefused(const absl::Status& st) {
+    return absl::Status(st.code(), absl::StrCat("e2b: envd refused its access token, also as the control plane "
+                                                "gave it again (", st.message(), ")"));
   }
 
   // A server that echoes the key back must not put it in our message.

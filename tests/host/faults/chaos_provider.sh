@@ -65,9 +65,9 @@ case $provider in
   boxd) start_boxd_emulator "$work" --faults seed=40,cut=0.2,unavailable=0.06,lost=0.05,stall=0.02,expire=0.06 \
           || rc=$?; pid=${boxd_pid:-}
         kinds=(cut unavailable lost stall expire) min_exact=75 min_recovered=15 ;;
-  e2b) start_e2b_emulator "$work" --tls --faults seed=3,cut=0.1,http5xx=0.04,slow=0.04 || rc=$?
+  e2b) start_e2b_emulator "$work" --tls --faults seed=3,cut=0.1,http5xx=0.04,slow=0.04,rotate=0.03 || rc=$?
        pid=${e2b_pid:-}
-       kinds=(cut http5xx slow) min_exact=75 min_recovered=20 ;;
+       kinds=(cut http5xx slow rotate) min_exact=75 min_recovered=20 ;;
   kubernetes) start_kubernetes_emulator "$work" seed=3,cut=0.1,noclose=0.05,http5xx=0.04,slow=0.1 tls || rc=$?
               pid=${emu_pid:-} log=$work/k8s/requests.log
               kinds=(cut noclose http5xx slow) min_exact=75 min_recovered=15 ;;

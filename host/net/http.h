@@ -142,6 +142,9 @@ absl::Status HttpError(const Response& r, std::string_view what);
 // would end in OUTCOME_UNKNOWN for a launch that was never sent). Nothing
 // was sent over the connection.
 absl::Status UntrustedServerError(std::string_view message);
+// Whether `st` is (or wraps the payload of) an UntrustedServerError, not a
+// server's own 403.
+bool IsUntrustedServer(const absl::Status& st);
 
 // A response body read as it arrives (sized, chunked, or to the close). It
 // owns its connection: read to its end (ReadSome gave 0) on a connection

@@ -7,6 +7,7 @@
 #include <charconv>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "host/net/http.h"
 
@@ -183,10 +184,20 @@ std::string_view Response::header(std::string_view name) const {
   return {};
 }
 
+namespace {
+constexpr char kUntrustedServerPayload[] = "tether/net/untrusted-server";
+}  // namespace
+
 absl::Status UntrustedServerError(std::string_view message) {
-  return absl::PermissionDeniedError(absl::StrCat(std::string(message),
+  absl::Status st = absl::PermissionDeniedError(absl::StrCat(std::string(message),
                                                   " (not retried: check the CA the server's certificate comes from, "
                                                   "the host name it is reached by, and this machine's clock)"));
+  st.SetPayload(kUntrustedServerPayload, absl::Cord("1"));
+  return st;
+}
+
+bool IsUntrustedServer(const absl::Status& st) {
+  return absl::IsPermissionDenied(st) && st.GetPayload(kUntrustedServerPayload).has_value();
 }
 
 absl::Status HttpError(const Response& r, std::string_view what) {

@@ -144,6 +144,10 @@ class KubernetesTransport final : public native::NativeTransport {
       return absl::UnauthenticatedError(absl::StrCat("kubernetes: the API server refused the credentials of context '",
                                                      kc_.context, "' in ", kc_.path, " (", m, ")"));
     }
+    if (net::IsUntrustedServer(st)) {
+      return absl::PermissionDeniedError(absl::StrCat("kubernetes: the API server of context '", kc_.context, "' in ",
+                                                      kc_.path, " was not trusted (", m, ")"));
+    }
     if (absl::IsPermissionDenied(st)) {
       return absl::PermissionDeniedError(absl::StrCat("kubernetes: context '", kc_.context,
                                                       "' may not exec in ", where(), " (", m, ")"));

@@ -104,6 +104,9 @@ TEST_CASE("TLS: a certificate from another CA is a clear verify error naming the
     CHECK(absl::IsPermissionDenied(r.status()));
     CHECK(Contains(r.status(), "TLS handshake with 127.0.0.1: certificate verify failed: "));
     CHECK(Contains(r.status(), "(not retried: "));
+    // Told apart from a server's own 403 (providers word the two apart).
+    CHECK(net::IsUntrustedServer(r.status()));
+    CHECK(!net::IsUntrustedServer(absl::PermissionDeniedError("HTTP 403: forbidden")));
   });
 }
 

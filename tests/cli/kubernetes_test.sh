@@ -2,7 +2,9 @@
 # End-to-end checks of `tether run --provider kubernetes` against the API
 # server emulator (tests/emulators/kubernetes.mjs) over TLS: exact bytes,
 # the exit status, and clear errors for a missing pod, a refused token
-# (which never shows the token) and an exec that RBAC forbids (403).
+# (which never shows the token) and an exec that RBAC forbids (403); a
+# client certificate, tokenFile, tls-server-name and a merged KUBECONFIG
+# list, each against the emulator's TLS server.
 #
 #   tests/cli/kubernetes_test.sh path/to/tether
 #
@@ -107,6 +109,82 @@ if grep -q "$bad_token" "$WORK/bad-kubeconfig"; then
   fi
 else
   fail "a bad token is a clear error that does not show the token" "the token is not in the emulator's kubeconfig"
+fi
+
+# ------------------------------------------- how kubectl finds its way in
+
+# The same pod through the emulator's other kubeconfigs: a client
+# certificate, a tokenFile, and tls-server-name (the server answers that
+# name with a certificate from another CA, which only that kubeconfig
+# trusts); then a KUBECONFIG list, merged. Each runs printf of a NUL and
+# 0xff with exit 7.
+kdir=$(dirname "$emu_kubeconfig")
+expect_nul_ff_7() {  # expect_nul_ff_7 CHECK NAME ARGS... (KUBECONFIG as the caller sets it)
+  local check=$1 name=$2
+  shift 2
+  local c=()
+  [[ -z $emu_container ]] || c=(--container "$emu_container")
+  run "$name" run --provider kubernetes "$@" --namespace "$emu_namespace" --pod "$emu_pod" "${c[@]}" \
+    -- /bin/sh -c 'printf "\000\377"; exit 7'
+  if [[ $STATUS -eq 7 && $(od -An -tx1 "$WORK/$name.out" | tr -d ' \n') == 00ff ]]; then
+    pass "$check"
+  else
+    fail "$check" "status $STATUS, stdout $(od -An -tx1 "$WORK/$name.out" | head -c 100)" "stderr: $(stderr_of "$name")"
+  fi
+}
+for v in cert tokenfile named; do
+  [[ -f $kdir/kubeconfig-$v ]] || fail "the emulator wrote kubeconfig-$v" "no $kdir/kubeconfig-$v"
+done
+certs_before=$(grep -c 'auth client certificate' "$kdir/requests.log" || true)
+expect_nul_ff_7 "a client certificate and key (relative paths) authenticate" cert --kubeconfig "$kdir/kubeconfig-cert"
+certs_after=$(grep -c 'auth client certificate' "$kdir/requests.log" || true)
+if ((certs_after > certs_before)); then
+  pass "the emulator let the client certificate in ($((certs_after - certs_before)) requests)"
+else
+  fail "the emulator let the client certificate in" "no 'auth client certificate' line in its log"
+fi
+expect_nul_ff_7 "a tokenFile (relative path) authenticates" tokenfile --kubeconfig "$kdir/kubeconfig-tokenfile"
+expect_nul_ff_7 "tls-server-name picks the server's certificate and the name checked" named \
+  --kubeconfig "$kdir/kubeconfig-named"
+# Without tls-server-name the server answers with its other certificate,
+# which the named CA does not sign: refused.
+grep -v 'tls-server-name' "$kdir/kubeconfig-named" >"$kdir/kubeconfig-unnamed"
+run unnamed run --provider kubernetes --kubeconfig "$kdir/kubeconfig-unnamed" --namespace "$emu_namespace" \
+  --pod "$emu_pod" -- /bin/true
+if [[ $STATUS -ne 0 ]] && grep -q 'was not trusted.*certificate verify failed' "$WORK/unnamed.err"; then
+  pass "the same kubeconfig without tls-server-name is refused by certificate"
+  show unnamed
+else
+  fail "the same kubeconfig without tls-server-name is refused by certificate" "status $STATUS" \
+    "stderr: $(stderr_of unnamed)"
+fi
+# Without the client certificate the cert kubeconfig has no credentials.
+grep -v 'client-' "$kdir/kubeconfig-cert" >"$kdir/kubeconfig-nocert"
+run nocert run --provider kubernetes --kubeconfig "$kdir/kubeconfig-nocert" --namespace "$emu_namespace" \
+  --pod "$emu_pod" -- /bin/true
+if [[ $STATUS -ne 0 ]] && grep -q "refused the credentials" "$WORK/nocert.err"; then
+  pass "the same kubeconfig without its client certificate is refused (401)"
+else
+  fail "the same kubeconfig without its client certificate is refused (401)" "status $STATUS" \
+    "stderr: $(stderr_of nocert)"
+fi
+# KUBECONFIG, merged: a first file with only the context (and the current
+# context), a missing one, then the cert kubeconfig with the cluster and the
+# user, whose relative paths resolve against its own directory (the
+# emulator's plain kubeconfig last: its user of the same name is ignored).
+mkdir -p "$WORK/merge"
+printf '%s\n' 'apiVersion: v1' 'kind: Config' 'current-context: merged' 'contexts:' '- name: merged' \
+  "  context: {cluster: emulator, user: emulator, namespace: $emu_namespace}" >"$WORK/merge/config"
+certs_before=$(grep -c 'auth client certificate' "$kdir/requests.log" || true)
+KUBECONFIG="$WORK/merge/config:$WORK/merge/missing:$kdir/kubeconfig-cert:$emu_kubeconfig"
+export KUBECONFIG
+expect_nul_ff_7 "a KUBECONFIG list is merged as kubectl does (first file wins, missing ones skipped)" merged
+unset KUBECONFIG
+certs_after=$(grep -c 'auth client certificate' "$kdir/requests.log" || true)
+if ((certs_after > certs_before)); then
+  pass "the merged user is the first file's: the client certificate, not the later token"
+else
+  fail "the merged user is the first file's: the client certificate, not the later token" "no certificate used"
 fi
 
 echo "$((CHECKS - FAILED))/$CHECKS checks passed"

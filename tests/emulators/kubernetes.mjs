@@ -22,7 +22,11 @@
 //      "token":"<bearer token, random per run>","forbidden_pod":"pod-restricted"}
 //   DIR/kubeconfig has one cluster (certificate-authority-data, or
 //   insecure-skip-tls-verify without --tls), one user with the bearer token,
-//   one context "emulator" and current-context. The emulator runs until
+//   one context "emulator" and current-context. With --tls, three more
+//   reach the same pod: DIR/kubeconfig-cert (a client certificate, CN
+//   tether-client, signed by DIR/ca.pem), DIR/kubeconfig-tokenfile (tokenFile)
+//   and DIR/kubeconfig-named (tls-server-name kubernetes.emulator.invalid,
+//   answered with a certificate for that name only, from DIR/named/ca.pem). The emulator runs until
 //   SIGTERM/SIGINT or EOF on stdin (when stdin is a pipe), then SIGKILLs the
 //   process groups it started and exits 0. Exit code 2: bad command line.
 //
@@ -69,10 +73,11 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
+import tls from 'node:tls';
 import path from 'node:path';
 import { WebSocketServer } from 'ws';
 
-import { makeCerts } from './lib/certs.mjs';
+import { makeCerts, makeClientCert, makeNamedServerCert } from './lib/certs.mjs';
 import { Faults } from './lib/faults.mjs';
 import { Sandbox, signalNumber } from './lib/sandbox.mjs';
 import { announceAndWait, parseArgs, RequestLog, sleep } from './lib/server.mjs';
@@ -103,6 +108,8 @@ try {
   process.exit(2);
 }
 const token = 'k8s-' + randomBytes(24).toString('hex');
+const CLIENT_CN = 'tether-client';
+const NAMED_HOST = 'kubernetes.emulator.invalid';
 const log = new RequestLog(args.dir);
 const sandbox = new Sandbox(path.join(args.dir, POD), { hostname: POD });
 const startedAt = new Date();
@@ -163,8 +170,16 @@ function sendJson(res, code, obj) {
   res.end(body);
 }
 
-function authorized(headers) {
-  return headers.authorization === `Bearer ${token}`;
+// The bearer token, or (with --tls) a client certificate the emulator's CA
+// signed for CLIENT_CN (the user of DIR/kubeconfig-cert).
+function authorized(req) {
+  if (req.headers.authorization === `Bearer ${token}`) return true;
+  const sock = req.socket;
+  if (args.tls && sock.authorized && sock.getPeerCertificate?.()?.subject?.CN === CLIENT_CN) {
+    log.line('auth', 'client certificate', `CN=${CLIENT_CN}`, sock.servername ? `sni=${sock.servername}` : '');
+    return true;
+  }
+  return false;
 }
 
 // Resolves the pod of a path, or returns the Status to answer.
@@ -191,7 +206,7 @@ async function handleRest(req, res) {
     res.writeHead(code, { 'content-type': 'text/plain' });
     return res.end(`${code} ${http.STATUS_CODES[code]} (emulated fault)\n`);
   }
-  if (!authorized(req.headers)) return sendJson(res, 401, status(401, 'Unauthorized', 'Unauthorized'));
+  if (!authorized(req)) return sendJson(res, 401, status(401, 'Unauthorized', 'Unauthorized'));
   if (req.method !== 'GET') return sendJson(res, 405, status(405, 'MethodNotAllowed', `the server does not allow this method on the requested resource`));
   const p = url.pathname;
   if (p === '/version') {
@@ -274,7 +289,7 @@ async function handleUpgrade(req, socket, head) {
     log.line(label, 'FAULT http5xx', code);
     return rejectUpgrade(socket, code, `${code} ${http.STATUS_CODES[code]} (emulated fault)\n`);
   }
-  if (!authorized(req.headers)) {
+  if (!authorized(req)) {
     log.line(label, '-> 401');
     return rejectUpgrade(socket, 401, status(401, 'Unauthorized', 'Unauthorized'));
   }
@@ -464,10 +479,25 @@ function runExec(ws, socket, command, opts, label) {
 
 let server;
 let ca = null;
+let named = null;
 if (args.tls) {
   const certs = makeCerts(args.dir);
   ca = certs.ca;
-  server = https.createServer({ key: fs.readFileSync(certs.key), cert: fs.readFileSync(certs.chain) });
+  makeClientCert(args.dir, certs, CLIENT_CN);
+  // Asked for by NAMED_HOST (SNI), the server answers with a certificate for
+  // that name only, from a CA of its own (DIR/named/ca.pem); otherwise with
+  // the usual one. Client certificates are asked for, checked against
+  // DIR/ca.pem, and optional (the token is the other way in).
+  named = makeNamedServerCert(args.dir, 'named', NAMED_HOST);
+  const clientCa = fs.readFileSync(certs.ca);
+  const namedContext = tls.createSecureContext({
+    key: fs.readFileSync(named.key), cert: fs.readFileSync(named.cert), ca: clientCa,
+  });
+  server = https.createServer({
+    key: fs.readFileSync(certs.key), cert: fs.readFileSync(certs.chain), ca: clientCa,
+    requestCert: true, rejectUnauthorized: false,
+    SNICallback: (servername, cb) => cb(null, servername === NAMED_HOST ? namedContext : undefined),
+  });
 } else {
   server = http.createServer();
 }
@@ -518,6 +548,24 @@ server.listen(0, '127.0.0.1', () => {
     'preferences: {}',
     '',
   ].join('\n'), { mode: 0o600 });
+  if (args.tls) {
+    // The same cluster and user three more ways, as kubectl reads them:
+    // kubeconfig-cert: a client certificate and key (relative file paths);
+    // kubeconfig-tokenfile: the token in a file (tokenFile, relative);
+    // kubeconfig-named: tls-server-name NAMED_HOST with DIR/named/ca.pem,
+    // which only the certificate served for that name verifies against.
+    fs.writeFileSync(path.join(args.dir, 'token'), token + '\n', { mode: 0o600 });
+    const variant = (file, cluster, user) => fs.writeFileSync(path.join(args.dir, file), [
+      'apiVersion: v1', 'kind: Config', 'clusters:', '- name: emulator', '  cluster:',
+      `    server: ${yamlString(url)}`, ...cluster, 'users:', '- name: emulator', '  user:', ...user,
+      'contexts:', '- name: emulator', '  context:', '    cluster: emulator', '    user: emulator',
+      `    namespace: ${NAMESPACE}`, 'current-context: emulator', '',
+    ].join('\n'), { mode: 0o600 });
+    variant('kubeconfig-cert', clusterLines, ['    client-certificate: client.pem', '    client-key: client-key.pem']);
+    variant('kubeconfig-tokenfile', clusterLines, ['    tokenFile: token']);
+    variant('kubeconfig-named', ['    certificate-authority: named/ca.pem', `    tls-server-name: ${NAMED_HOST}`],
+            [`    token: ${yamlString(token)}`]);
+  }
   log.line('listening', url, `faults=${faults.describe()}`);
   announceAndWait(args.dir, {
     url, ca, kubeconfig, namespace: NAMESPACE, pod: POD, container: CONTAINER, token, forbidden_pod: FORBIDDEN_POD,

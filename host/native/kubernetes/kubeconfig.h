@@ -13,13 +13,19 @@
 // context.{cluster, user, namespace}; current-context. Relative file paths
 // are resolved against the kubeconfig's directory. Not supported (a clear
 // kUnimplemented error): exec credential plugins, auth-provider,
-// username/password; and of a KUBECONFIG list only the first file is read
-// (kubectl merges them all).
+// username/password.
+//
+// A KUBECONFIG list (a:b:c) is merged as kubectl merges it: files that do
+// not exist are skipped; the first file that sets current-context gives
+// it; a context, cluster or user comes whole from the first file that has
+// an entry of that name, its relative paths resolved against that file's
+// directory. --kubeconfig FILE reads that file alone.
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -28,13 +34,13 @@ namespace tether::k8s {
 inline constexpr std::size_t kMaxKubeconfigBytes = 4u << 20;  // the file and each file it names
 
 struct KubeconfigLoad {
-  std::string path;     // empty: the first file of $KUBECONFIG, else $HOME/.kube/config
+  std::string path;     // empty: the files of $KUBECONFIG, merged, else $HOME/.kube/config
   std::string context;  // empty: current-context
 };
 
 // What one context resolves to.
 struct Kubeconfig {
-  std::string path;       // the file read (for messages)
+  std::string path;       // the file read, or "the kubeconfig files a, b" (for messages)
   std::string context;    // the context's name
   std::string server;     // "https://host:6443[/prefix]"
   std::string ca_pem;     // certificate-authority(-data), PEM; empty: system store only
@@ -56,8 +62,17 @@ absl::StatusOr<Kubeconfig> LoadKubeconfig(const KubeconfigLoad& load);
 absl::StatusOr<Kubeconfig> ParseKubeconfig(std::string_view yaml, std::string_view dir, std::string_view where,
                                            std::string_view context);
 
-// The file LoadKubeconfig reads when `path` is empty (first of $KUBECONFIG,
-// else $HOME/.kube/config); kNotFound when neither is set.
-absl::StatusOr<std::string> DefaultKubeconfigPath();
+// One file's text, the directory its relative paths resolve against, and
+// its name in messages.
+struct KubeconfigText {
+  std::string text, dir, where;
+};
+
+// Several files merged as a KUBECONFIG list is (above), in that order.
+absl::StatusOr<Kubeconfig> ParseKubeconfigs(const std::vector<KubeconfigText>& files, std::string_view context);
+
+// The files LoadKubeconfig reads when `path` is empty ($KUBECONFIG's,
+// without repeats, else $HOME/.kube/config); kNotFound when neither is set.
+absl::StatusOr<std::vector<std::string>> DefaultKubeconfigPaths();
 
 }  // namespace tether::k8s

@@ -15,7 +15,7 @@ ProviderInfo KubernetesProvider() {
       {{"--pod", "the pod, required", internal::Into(&O::pod), "--pod NAME"},
        {"--namespace", "its namespace (default: the context's, else default)", internal::Into(&O::namespace_)},
        {"--container", "the container (default: the pod's only one)", internal::Into(&O::container)},
-       {"--kubeconfig", "the kubeconfig (default: first of $KUBECONFIG, else ~/.kube/config)",
+       {"--kubeconfig", "the kubeconfig, read alone (default: the files of $KUBECONFIG, merged, else ~/.kube/config)",
         internal::Into(&O::kubeconfig)},
        {"--context", "the context (default: current-context)", internal::Into(&O::context)},
        {"--endpoint", "the API server URL, instead of the kubeconfig's", internal::Into(&O::endpoint)},

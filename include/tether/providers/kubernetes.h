@@ -34,7 +34,7 @@ struct KubernetesOptions {
   std::string pod;         // required
   std::string namespace_;  // empty: the context's namespace, else "default"
   std::string container;   // empty: the pod's only (or default) container
-  std::string kubeconfig;  // empty: first of $KUBECONFIG, else ~/.kube/config
+  std::string kubeconfig;  // empty: $KUBECONFIG's files, merged, else ~/.kube/config
   std::string context;     // empty: current-context
   std::string endpoint;    // overrides the cluster's server URL
   std::string ca_file;     // a CA trusted in addition to the kubeconfig's

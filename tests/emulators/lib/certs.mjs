@@ -72,6 +72,50 @@ export function makeCerts(dir) {
   };
 }
 
+// A client certificate (CN=`cn`, extendedKeyUsage clientAuth) signed by the
+// CA of `certs` (makeCerts' answer): PREFIX.pem and PREFIX-key.pem in DIR.
+export function makeClientCert(dir, certs, cn, prefix = 'client') {
+  const p = (name) => path.join(dir, name);
+  const curve = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  openssl(['req', '-new', ...curve, '-keyout', p(`${prefix}-key.pem`), '-out', p(`${prefix}.csr`), '-subj', `/CN=${cn}`], dir);
+  fs.writeFileSync(p(`${prefix}-ext.cnf`), [
+    'basicConstraints=critical,CA:FALSE', 'keyUsage=critical,digitalSignature', 'extendedKeyUsage=clientAuth', '',
+  ].join('\n'));
+  openssl(['x509', '-req', '-in', p(`${prefix}.csr`), '-CA', certs.ca, '-CAkey', certs.caKey,
+           '-set_serial', '0x' + randomBytes(8).toString('hex'), '-days', '30',
+           '-extfile', p(`${prefix}-ext.cnf`), '-out', p(`${prefix}.pem`)], dir);
+  fs.rmSync(p(`${prefix}.csr`));
+  fs.chmodSync(p(`${prefix}-key.pem`), 0o600);
+  return { cert: p(`${prefix}.pem`), key: p(`${prefix}-key.pem`) };
+}
+
+// A CA of its own and a server certificate valid for the DNS name `name`
+// only, in DIR/SUBDIR: what a server answers to the TLS server name `name`
+// (a kubeconfig's tls-server-name), so that a client that does not send
+// that name, or does not check the certificate against it, fails.
+export function makeNamedServerCert(dir, subdir, name) {
+  const d = path.join(dir, subdir);
+  const saved = process.env.TETHER_EMULATOR_CERT;
+  delete process.env.TETHER_EMULATOR_CERT;
+  try {
+    const c = makeCerts(d);
+    const p = (f) => path.join(d, f);
+    fs.writeFileSync(p('named-ext.cnf'), [
+      'basicConstraints=critical,CA:FALSE', 'keyUsage=critical,digitalSignature,keyEncipherment',
+      'extendedKeyUsage=serverAuth', `subjectAltName=DNS:${name}`, '',
+    ].join('\n'));
+    const curve = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+    openssl(['req', '-new', ...curve, '-keyout', p('named-key.pem'), '-out', p('named.csr'), '-subj', `/CN=${name}`], d);
+    openssl(['x509', '-req', '-in', p('named.csr'), '-CA', c.ca, '-CAkey', c.caKey,
+             '-set_serial', '0x' + randomBytes(8).toString('hex'), '-days', '30',
+             '-extfile', p('named-ext.cnf'), '-out', p('named.pem')], d);
+    fs.rmSync(p('named.csr'));
+    return { ca: c.ca, cert: p('named.pem'), key: p('named-key.pem') };
+  } finally {
+    if (saved !== undefined) process.env.TETHER_EMULATOR_CERT = saved;
+  }
+}
+
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const dir = process.argv[2];
   if (!dir) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -196,18 +197,113 @@ TEST_CASE("a client certificate without its key is refused") {
   CHECK(kc.status().message().find("without its key") != std::string_view::npos);
 }
 
-TEST_CASE("KUBECONFIG's first file is the default, else ~/.kube/config") {
-  const char* old_kc = std::getenv("KUBECONFIG");
-  const std::string saved = old_kc ? old_kc : "";
-  setenv("KUBECONFIG", "/a/one:/b/two", 1);
-  absl::StatusOr<std::string> p = DefaultKubeconfigPath();
+// Sets KUBECONFIG (or unsets it, for nullptr) for one scope.
+struct KubeconfigEnv {
+  std::string saved;
+  bool had;
+  explicit KubeconfigEnv(const char* value) {
+    const char* old = std::getenv("KUBECONFIG");
+    had = old != nullptr;
+    saved = had ? old : "";
+    if (value) {
+      setenv("KUBECONFIG", value, 1);
+    } else {
+      unsetenv("KUBECONFIG");
+    }
+  }
+  ~KubeconfigEnv() {
+    if (had) {
+      setenv("KUBECONFIG", saved.c_str(), 1);
+    } else {
+      unsetenv("KUBECONFIG");
+    }
+  }
+};
+
+TEST_CASE("KUBECONFIG's files, without repeats, are the default, else ~/.kube/config") {
+  {
+    KubeconfigEnv env("/a/one:/b/two::/a/one");
+    absl::StatusOr<std::vector<std::string>> p = DefaultKubeconfigPaths();
+    REQUIRE(p.ok());
+    CHECK(*p == std::vector<std::string>{"/a/one", "/b/two"});
+  }
+  KubeconfigEnv env(nullptr);
+  absl::StatusOr<std::vector<std::string>> p = DefaultKubeconfigPaths();
   REQUIRE(p.ok());
-  CHECK(*p == "/a/one");
-  unsetenv("KUBECONFIG");
-  p = DefaultKubeconfigPath();
-  REQUIRE(p.ok());
-  CHECK(*p == absl::StrCat(std::getenv("HOME"), "/.kube/config"));
-  if (old_kc) setenv("KUBECONFIG", saved.c_str(), 1);
+  CHECK(*p == std::vector<std::string>{absl::StrCat(std::getenv("HOME"), "/.kube/config")});
+}
+
+TEST_CASE("a KUBECONFIG list is merged as kubectl merges it") {
+  Dir d;
+  const std::string ca = "-----BEGIN CERTIFICATE-----\nMIIB-from-b\n-----END CERTIFICATE-----\n";
+  d.Write("b/ca.pem", ca);
+  d.Write("b/token", "token-from-b\n");
+  // a: the current context and a user; its cluster lives in b.
+  const std::string a = d.Write("a/config",
+                                "current-context: work\n"
+                                "contexts:\n- name: work\n  context: {cluster: shared, user: me, namespace: ns-a}\n"
+                                "users:\n- name: me\n  user: {token: token-from-a}\n");
+  // b: another current-context (ignored: a set one first), the cluster with
+  // a relative CA path (resolved against b's directory), a user of the same
+  // name (ignored: a's wins) and a context only b has.
+  const std::string b = d.Write("b/config",
+                                "current-context: other\n"
+                                "clusters:\n- name: shared\n  cluster: {server: 'https://b.example:6443', "
+                                "certificate-authority: ca.pem, tls-server-name: kube-b}\n"
+                                "- name: only-b\n  cluster: {server: 'https://only-b.example'}\n"
+                                "users:\n- name: me\n  user: {token: token-of-b-ignored}\n"
+                                "- name: filer\n  user: {tokenFile: token}\n"
+                                "contexts:\n- name: other\n  context: {cluster: only-b, user: filer}\n");
+  // c: a cluster of the same name as b's, later: ignored.
+  const std::string c = d.Write("c/config",
+                                "clusters:\n- name: shared\n  cluster: {server: 'https://c.example'}\n");
+  const std::string missing = (d.path / "nowhere" / "config").string();
+  KubeconfigEnv env(absl::StrCat(a, ":", missing, ":", b, ":", c).c_str());
+
+  absl::StatusOr<Kubeconfig> kc = LoadKubeconfig({});
+  REQUIRE_MESSAGE(kc.ok(), kc.status());
+  CHECK(kc->context == "work");
+  CHECK(kc->server == "https://b.example:6443");
+  CHECK(kc->ca_pem == ca);
+  CHECK(kc->tls_server_name == "kube-b");
+  CHECK(kc->token == "token-from-a");
+  CHECK(kc->namespace_ == "ns-a");
+
+  // A context only a later file has, with its user's tokenFile relative to that file.
+  kc = LoadKubeconfig({.path = "", .context = "other"});
+  REQUIRE_MESSAGE(kc.ok(), kc.status());
+  CHECK(kc->server == "https://only-b.example");
+  CHECK(kc->token == "token-from-b");
+
+  // --kubeconfig FILE reads that file alone: a's context has no cluster there.
+  kc = LoadKubeconfig({.path = a, .context = ""});
+  REQUIRE(!kc.ok());
+  CHECK(kc.status().message().find("no entry 'shared' in clusters") != std::string_view::npos);
+
+  // A name no file has: the error names the files.
+  kc = LoadKubeconfig({.path = "", .context = "nope"});
+  REQUIRE(!kc.ok());
+  CHECK(kc.status().message().find("the kubeconfig files") != std::string_view::npos);
+  CHECK(kc.status().message().find(b) != std::string_view::npos);
+}
+
+TEST_CASE("a KUBECONFIG list: every file missing is not found; one malformed file is named") {
+  Dir d;
+  const std::string one = (d.path / "one").string(), two = (d.path / "two").string();
+  {
+    KubeconfigEnv env(absl::StrCat(one, ":", two).c_str());
+    absl::StatusOr<Kubeconfig> kc = LoadKubeconfig({});
+    REQUIRE(!kc.ok());
+    CHECK(absl::IsNotFound(kc.status()));
+    CHECK(kc.status().message().find(two) != std::string_view::npos);
+  }
+  const std::string good = d.Write("good", Config("    server: https://x\n", "    token: t\n"));
+  const std::string bad = d.Write("bad", "clusters: [ {name: x\n");
+  KubeconfigEnv env(absl::StrCat(good, ":", bad).c_str());
+  absl::StatusOr<Kubeconfig> kc = LoadKubeconfig({});
+  REQUIRE(!kc.ok());
+  CHECK(kc.status().message().find(bad) != std::string_view::npos);
+  CHECK(kc.status().message().find("not valid YAML") != std::string_view::npos);
 }
 
 }  // namespace

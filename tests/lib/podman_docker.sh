@@ -81,6 +81,9 @@ start_podman_docker() {
     libs=(-v "$(readlink -f /usr/lib):/usr/lib:ro" -v "$(readlink -f /lib):/lib:ro")
     [[ -e /lib64 ]] && libs+=(-v "$(readlink -f /lib64):/lib64:ro")
   fi
+  # TETHER_PODMAN_SHARE=DIR: DIR is bind-mounted at the same path, read-write
+  # (a test that reads back what the container's processes wrote there).
+  [[ -z ${TETHER_PODMAN_SHARE:-} ]] || libs+=(-v "$TETHER_PODMAN_SHARE:$TETHER_PODMAN_SHARE")
   # (The machine's hard RLIMIT_NOFILE is 20000: runc must not ask for more.)
   if ! $podman_cmd run -d --name "$podman_ctr" --network none "${libs[@]}" \
         --ulimit nofile=20000:20000 --ulimit nproc=4096:4096 \

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ctest entry point: chaos_provider.sh CHAOS_TEST PROVIDER SEEDS
-# The chaos suite (chaos_test) over a native provider: its emulator started
+# The chaos suite (chaos_test) over a native provider: its emulator (for
+# docker: podman's engine behind a fault proxy) started
 # with its own faults on (streams cut mid-line, 5xx answers, stalls) and the
 # chaos channel's faults on top, every seed through the tunnel the provider's
 # channel gets. Exit 77 (skipped) where the emulator cannot run.
@@ -16,11 +17,39 @@ pid=
 cleanup() {
   set +e # (a failing step of the cleanup never changes the exit status)
   [[ -z $pid ]] || { kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }
+  [[ $provider != docker ]] || stop_podman_docker
   rm -rf "$work"
 }
 trap cleanup EXIT
-# shellcheck source=/dev/null
-source "$here/../../lib/${provider}_emulator.sh"
+if [[ $provider == docker ]]; then
+  # No emulator: podman's real engine, behind tests/lib/fault_proxy.mjs.
+  # shellcheck source=../../lib/podman_docker.sh
+  source "$here/../../lib/podman_docker.sh"
+  start_docker_behind_proxy() {  # start_docker_behind_proxy FAULTS
+    # The children write their records where chaos_test reads them: a
+    # directory the container shares with this machine.
+    mkdir -p "$work/shared"
+    export TETHER_CHAOS_DIR=$work/shared
+    TETHER_PODMAN_SHARE=$work/shared start_podman_docker "$work" || return
+    command -v node >/dev/null || { echo "no node for the fault proxy" >&2; return 77; }
+    node "$here/../../lib/fault_proxy.mjs" --listen "$work/proxy.sock" --upstream "$docker_sock" --dir "$work" \
+      --faults "$1" >"$work/proxy.json" 2>"$work/emulator.log" </dev/null &
+    pid=$!
+    for _ in $(seq 1 100); do
+      [[ $(head -n 1 "$work/proxy.json" 2>/dev/null) == *'}'* ]] && return 0
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    echo "the fault proxy did not start: $(tail -c 1000 "$work/emulator.log")" >&2
+    return 1
+  }
+  docker_flags() {
+    printf '%s\n' --provider docker --container "$podman_ctr" --endpoint "unix://$work/proxy.sock"
+  }
+else
+  # shellcheck source=/dev/null
+  source "$here/../../lib/${provider}_emulator.sh"
+fi
 # Per provider: its faults, the kinds that must fire (each > 0), and two
 # floors in % of the runs: exact runs (chaos_test --min-exact-percent) and
 # exact after one or more reconnects (--min-recovered-percent, which a
@@ -47,6 +76,9 @@ source "$here/../../lib/${provider}_emulator.sh"
 #            kind of the emulator's faults within its first 20 calls
 #   e2b      exact 24,24,24   recovered 9,11,11 (3 runs, December 2026,
 #            binary tunnel over envd's Connect streams)
+#   docker   exact 23,23,24   recovered 11,14,14 (podman's engine behind
+#            tests/lib/fault_proxy.mjs: cuts per chunk, 503 before the
+#            engine, stalls; the records in a directory the container shares)
 #   kubernetes exact 24,23,24,23,24 recovered 10,10,12,7,10 (the honest ones setup
 #            timeout; slow fired 1-2 times at 0.04, so it is at 0.1)
 rc=0
@@ -71,6 +103,8 @@ case $provider in
   kubernetes) start_kubernetes_emulator "$work" seed=3,cut=0.1,noclose=0.05,http5xx=0.04,slow=0.1 tls || rc=$?
               pid=${emu_pid:-} log=$work/k8s/requests.log
               kinds=(cut noclose http5xx slow) min_exact=75 min_recovered=15 ;;
+  docker) start_docker_behind_proxy seed=3,cut=0.03,http503=0.04,slow=0.06 || rc=$?
+          kinds=(cut http503 slow) min_exact=75 min_recovered=20 ;;
   boat) start_boat_emulator "$work" --faults seed=2,http5xx=0.06,slow=0.04,lost5xx=0.02,http429=0.01 || rc=$?
         pid=${boat_pid:-}
         kinds=(http5xx slow lost5xx http429) min_exact=75 min_recovered=0 ;;
@@ -112,7 +146,7 @@ if grep ' VIOLATION ' "$log" >&2; then
   echo "FAILED: the $provider emulator saw the calls above break a rule (VIOLATION lines)" >&2
   status=1
 fi
-echo "$provider emulator: $(grep -c ' -> \| upgraded \|^[^ ]* Task\|^[^ ]* Sandbox' "$log" 2>/dev/null || true) requests;" \
+echo "$provider emulator: $(grep -c ' -> \| upgraded \| open$\|^[^ ]* Task\|^[^ ]* Sandbox' "$log" 2>/dev/null || true) requests;" \
   "its own faults injected: $(IFS=,; echo "${counts[*]}" | sed 's/,/, /g')"
 ((status == 0)) || tail -c 2000 "$work/emulator.log" >&2
 exit "$status"

@@ -381,7 +381,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  char tmpl[] = "/tmp/tether-chaos-XXXXXX";
+  // (TETHER_CHAOS_DIR: where the scratch directory goes, for a sandbox that
+  // sees the host's files only there, a container with it bind-mounted:
+  // the children's records are read back from it.)
+  const char* base = std::getenv("TETHER_CHAOS_DIR");
+  std::string tmpl_s = absl::StrCat(base != nullptr && *base != '\0' ? base : "/tmp", "/tether-chaos-XXXXXX");
+  char* tmpl = tmpl_s.data();
   if (::mkdtemp(tmpl) == nullptr) return 2;
   const auto started = std::chrono::steady_clock::now();
   Context ctx;

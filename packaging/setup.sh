@@ -97,10 +97,12 @@ QUICK_PACKAGES=(build-essential cmake ninja-build pkg-config
 BUILD_PACKAGES=("${QUICK_PACKAGES[@]}"
   libssl-dev libyaml-cpp-dev xz-utils dpkg-dev file libgrpc++-dev protobuf-compiler-grpc
   ccache mold)
-# ... and what the test suite, the fuzzers and the benchmarks add.
+# ... and what the test suite, the fuzzers and the benchmarks add. (docker.io:
+# the tests run a private dockerd of their own, tests/lib/docker_engine.sh;
+# installing it starts no Docker service here, see apt_install.)
 # TETHER_SETUP_FOR=quick installs only the first list, =run the first two.
 TEST_PACKAGES=(clang libclang-rt-14-dev doctest-dev qemu-user openssh-server socat python3-protobuf
-  podman runc busybox-static openssl curl
+  podman runc busybox-static openssl curl docker.io
   python3-cffi python3-pytest python3-pytest-asyncio python3-venv python3-pip python3-setuptools python3-wheel)
 case ${TETHER_SETUP_FOR:-} in
   quick) APT_PACKAGES=("${QUICK_PACKAGES[@]}") ;;
@@ -216,8 +218,20 @@ cannot_install() {
 
 apt_install() {
   "$@" apt-get update -q
+  # docker.io's package would start the machine's Docker service (a daemon,
+  # a bridge, firewall rules) where an init system runs; the tests only run
+  # a private dockerd of their own. A policy-rc.d that refuses service starts
+  # (Debian's way, honoured by invoke-rc.d and deb-systemd-invoke) stands
+  # for the install only, and only where none exists.
+  local policy=/usr/sbin/policy-rc.d ours=0 rc=0
+  if printf '%s\n' "${MISSING[@]}" | grep -qx docker.io && [[ ! -e $policy ]]; then
+    printf '#!/bin/sh\n# tether setup: no service starts while it installs packages\nexit 101\n' |
+      "$@" tee "$policy" >/dev/null && "$@" chmod 755 "$policy" && ours=1
+  fi
   "$@" env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -q --no-install-recommends "${MISSING[@]}"
+    apt-get install -y -q --no-install-recommends "${MISSING[@]}" || rc=$?
+  ((ours == 0)) || "$@" rm -f "$policy"
+  return "$rc"
 }
 
 step_apt() {

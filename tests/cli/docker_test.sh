@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
 # `tether run --provider docker` end to end against a real engine: podman's
-# Docker API service and a busybox container, private to this run
-# (tests/lib/podman_docker.sh). Exact bytes, the exit status, all 256 byte
+# Docker API service (or the Docker Engine, below) and a busybox container,
+# private to this run (tests/lib/podman_docker.sh, docker_engine.sh). Exact bytes, the exit status, all 256 byte
 # values through cat, a clear error for a missing container, and TLS with
 # DOCKER_CERT_PATH: a good certificate works, an expired or wrong-host one
 # is refused before any request.
 #
 #   tests/cli/docker_test.sh path/to/tether
+#   TETHER_DOCKER_ENGINE=docker tests/cli/docker_test.sh path/to/tether
 #
-# Exits 77 (skipped) when podman cannot run containers here.
+# The second form runs the same checks against the Docker Engine itself
+# (Debian's dockerd, private to the run: tests/lib/docker_engine.sh).
+# Exits 77 (skipped) when the engine cannot run containers here.
 set -uo pipefail
 
 here=$(dirname "${BASH_SOURCE[0]}")
 # shellcheck source=../lib/cli_provider.sh
 source "$here/../lib/cli_provider.sh"
-# shellcheck source=../lib/podman_docker.sh
-source "$here/../lib/podman_docker.sh"
+# shellcheck source=../lib/docker_engine.sh
+source "$here/../lib/docker_engine.sh"
+engine=${TETHER_DOCKER_ENGINE:-podman}
 cli_provider_init docker "$@"
 socat_pid=  # the TLS front of part 6
 stop_front() {
@@ -24,15 +28,21 @@ stop_front() {
 }
 cleanup() {
   stop_front
+  stop_docker_engine
   stop_podman_docker
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 rc=0
-start_podman_docker "$WORK" || rc=$?
+case $engine in
+  podman) start_podman_docker "$WORK" || rc=$?; ctr=$podman_ctr ;;
+  docker) start_docker_engine "$WORK" || rc=$?; ctr=$engine_ctr ;;
+  *) echo "TETHER_DOCKER_ENGINE=$engine: podman or docker" >&2; exit 2 ;;
+esac
 [[ $rc -eq 0 ]] || exit "$rc"
+echo "engine: $engine"
 
-run() { "$TETHER" run --provider docker --container "$podman_ctr" --endpoint "$docker_host" "$@"; }
+run() { "$TETHER" run --provider docker --container "$ctr" --endpoint "$docker_host" "$@"; }
 
 # 1. Exactly two bytes, NUL and 0xff, and exit status 7.
 status=0
@@ -77,7 +87,7 @@ fi
 
 # 5. No engine at the endpoint: unavailable, naming where it looked.
 status=0
-DOCKER_HOST=unix://$WORK/nothing.sock "$TETHER" run --provider docker --container "$podman_ctr" -- true \
+DOCKER_HOST=unix://$WORK/nothing.sock "$TETHER" run --provider docker --container "$ctr" -- true \
   >"$WORK/out" 2>"$WORK/err" || status=$?
 if [[ $status -ne 0 ]] && grep -q "DOCKER_HOST" "$WORK/err" && grep -q "nothing.sock" "$WORK/err"; then
   pass "an engine that is not there is named with DOCKER_HOST (status $status)"
@@ -128,7 +138,7 @@ else
     fi
     status=0
     DOCKER_TLS_VERIFY=1 DOCKER_CERT_PATH=$d DOCKER_HOST=tcp://127.0.0.1:$front_port \
-      timeout -k 5 60 "$TETHER" run --provider docker --container "$podman_ctr" -- printf ok \
+      timeout -k 5 60 "$TETHER" run --provider docker --container "$ctr" -- printf ok \
       >"$WORK/tls-$kind.out" 2>"$WORK/tls-$kind.err" || status=$?
     stop_front
     # (socat -v writes each request's bytes as "> DATE length=N ..." lines)

@@ -19,6 +19,10 @@
 #             (tests/lib/podman_docker.sh)
 #   podman    the command provider through `podman exec -i CTR sh -c` into
 #             the same kind of container
+#   docker-engine  the native docker provider against the Docker Engine
+#             itself (Debian's dockerd 20.10, private to the run, no
+#             network: tests/lib/docker_engine.sh), whose exec semantics
+#             are not podman's
 #   e2b       the e2b provider against the E2B emulator (tests/emulators/e2b.mjs)
 #             over TLS
 #   e2b-faults  the same with the emulator cutting streams, answering 5xx,
@@ -98,6 +102,7 @@ work=$(mktemp -d /tmp/tether-conformance-XXXXXX)
 pids=()
 cleanup() {
   set +e # (a failing step of the cleanup never changes the exit status)
+  ! declare -F stop_docker_engine >/dev/null || stop_docker_engine
   ! declare -F stop_podman_docker >/dev/null || stop_podman_docker
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   rm -rf "$work"
@@ -205,6 +210,17 @@ case $target in
     else
       "$tether" conformance --provider command --prefix "$podman_cmd exec -i $podman_ctr sh -c" || status=$?
     fi
+    exit $status
+    ;;
+  docker-engine)
+    # shellcheck source=../lib/docker_engine.sh
+    source "$(dirname "${BASH_SOURCE[0]}")/../lib/docker_engine.sh"
+    rc=0
+    start_docker_engine "$work" || rc=$?
+    [[ $rc -ne 77 ]] || skip "the Docker Engine cannot run here"
+    [[ $rc -eq 0 ]] || exit 1
+    status=0
+    "$tether" conformance --provider docker --container "$engine_ctr" --endpoint "$docker_host" || status=$?
     exit $status
     ;;
   e2b|e2b-faults)

@@ -11,13 +11,20 @@
 //   4 LogDemuxer: the stream fed whole and fed in chunk sizes taken from
 //     its first bytes gives the same stdout and stderr, no more bytes than
 //     went in, and counts every byte consumed.
+//   5 v2::ParseProcess, 6 v2::ParseProcessList, 7 v2::ParseLogFrame,
+//   8 v2::ParseEofCursor, 9 v2::ErrorCodeOf (daytona_v2.h): the same error
+//     rules; an accepted record has an id safe in a path and an exit code
+//     in 0..255; a frame a printable cursor of 1..256 bytes and no more
+//     bytes than its base64 holds; an error code at most 64 bytes.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fuzz/fuzz_util.h"
 #include "host/native/daytona/daytona_api.h"
+#include "host/native/daytona/daytona_v2.h"
 
 namespace {
 
@@ -30,6 +37,60 @@ void CheckError(const absl::Status& st) {
   const absl::StatusCode c = st.code();
   if (c != absl::StatusCode::kDataLoss && c != absl::StatusCode::kResourceExhausted) {
     Fail(kName, "an error that is neither kDataLoss nor kResourceExhausted");
+  }
+}
+
+bool PathSafe(const std::string& id) {
+  if (id.empty() || id.size() > 256 || id.find_first_not_of('.') == std::string::npos) return false;
+  for (char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                    c == '_' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+void CheckProcess(const daytona::v2::ProcessView& p) {
+  if (!PathSafe(p.id)) Fail(kName, "a v2 process id unsafe in a path");
+  if (p.exit_code && (*p.exit_code < 0 || *p.exit_code > 255)) Fail(kName, "a v2 exit code out of range");
+  const std::optional<int> st = daytona::v2::ExitStatusOf(p);
+  if (st && (*st < 0 || *st > 255)) Fail(kName, "a v2 exit status out of range");
+}
+
+void V2(int which, std::string_view body) {
+  namespace v2 = daytona::v2;
+  switch (which) {
+    case 5: {
+      absl::StatusOr<v2::ProcessView> p = v2::ParseProcess(body);
+      if (!p.ok()) return CheckError(p.status());
+      CheckProcess(*p);
+      break;
+    }
+    case 6: {
+      absl::StatusOr<std::vector<v2::ProcessView>> l = v2::ParseProcessList(body);
+      if (!l.ok()) return CheckError(l.status());
+      for (const v2::ProcessView& p : *l) CheckProcess(p);
+      break;
+    }
+    case 7: {
+      absl::StatusOr<v2::LogFrame> f = v2::ParseLogFrame(body);
+      if (!f.ok()) return CheckError(f.status());
+      if (f->cursor.empty() || f->cursor.size() > 256) Fail(kName, "a frame cursor of a bad length");
+      for (char c : f->cursor) {
+        if (c <= 0x20 || c >= 0x7f) Fail(kName, "a frame cursor that is not printable ASCII");
+      }
+      if (f->bytes.size() > body.size()) Fail(kName, "a frame with more bytes than its body");
+      if (f->stream < 0 || f->stream > 2) Fail(kName, "a frame of no known stream");
+      break;
+    }
+    case 8: {
+      absl::StatusOr<std::string> c = v2::ParseEofCursor(body);
+      if (!c.ok()) return CheckError(c.status());
+      if (c->size() > body.size()) Fail(kName, "an eof cursor larger than its body");
+      break;
+    }
+    default:
+      if (v2::ErrorCodeOf(body).size() > 64) Fail(kName, "an error code over 64 bytes");
   }
 }
 
@@ -59,7 +120,11 @@ void Demux(std::string_view body) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
   const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 5) {
+  if (data[0] % 10 >= 5) {
+    V2(data[0] % 10, body);
+    return 0;
+  }
+  switch (data[0] % 10) {
     case 0: {
       absl::StatusOr<daytona::SandboxView> v = daytona::ParseSandbox(body);
       if (!v.ok()) return CheckError(v.status()), 0;

@@ -5,7 +5,8 @@
 # marker bytes and decodes nothing: all 256 byte values, NUL, invalid UTF-8
 # and the marker bytes, and 1 MiB of random bytes through stdout and through
 # stdin, stdin EOF, exit codes, a signal, a pty; clear errors for an unknown
-# sandbox, a wrong API key (which never appears in them) and no key.
+# sandbox, a wrong API key (which never appears in them) and no key; then
+# the same exactness checks over the process API v2.
 #
 #   tests/cli/daytona_test.sh path/to/tether
 #
@@ -54,6 +55,37 @@ else
   fail "every session tether made was deleted" \
     "$(grep -c 'process/session -> 201' "$WORK/emu/requests.log") made," \
     "$(grep -c 'DELETE .* -> 204' "$WORK/emu/requests.log") deleted"
+fi
+
+# --process-api v2 where the daemon has none: a clear error, nothing run.
+run nov2 run "${FLAGS[@]}" --process-api v2 -- true
+if [[ $STATUS -ne 0 ]] && grep -q 'does not serve the process API v2' "$WORK/nov2.err"; then
+  pass "--process-api v2 against a daemon without it is a clear error"
+else
+  fail "--process-api v2 against a daemon without it is a clear error" "status $STATUS" "stderr: $(head -c 500 "$WORK/nov2.err")"
+fi
+run badapi run "${FLAGS[@]}" --process-api v9 -- true
+if [[ $STATUS -ne 0 ]] && grep -q 'must be auto, v1 or v2' "$WORK/badapi.err"; then
+  pass "--process-api v9 is refused before anything is sent"
+else
+  fail "--process-api v9 is refused before anything is sent" "status $STATUS" "stderr: $(head -c 500 "$WORK/badapi.err")"
+fi
+
+# The same exactness checks over the process API v2 (an emulator serving
+# both APIs: the provider picks v2), then: no session at all, and every
+# process tether made purged.
+cli_provider_start daytona Daytona "$WORK/emu2" --tls --process-api both
+printf_checks
+stream_checks
+sleep 0.5
+made=$(grep -cE 'POST /toolbox/[^ /]+/processes -> 201' "$WORK/emu2/requests.log" || true)
+purged=$(grep -cE 'DELETE /toolbox/[^ /]+/processes/[^ /]+ -> 204' "$WORK/emu2/requests.log" || true)
+sessions=$(grep -c '/process/session' "$WORK/emu2/requests.log" || true)
+if ((made > 0 && sessions == 0 && purged == made)); then
+  pass "v2: $made processes made through the process API v2, every one purged, no session"
+else
+  fail "v2: processes made through the process API v2, every one purged, no session" \
+    "$made made, $purged purged, $sessions session requests"
 fi
 
 echo "$((CHECKS - FAILED))/$CHECKS checks passed"

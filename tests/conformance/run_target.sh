@@ -23,6 +23,9 @@
 #             itself (Debian's dockerd 20.10, private to the run, no
 #             network: tests/lib/docker_engine.sh), whose exec semantics
 #             are not podman's
+#   daytona-v2  the daytona provider against the Daytona emulator serving the
+#             process API v2 too (--process-api both), which the provider
+#             then uses; daytona-v2-faults with the emulator's faults
 #   e2b       the e2b provider against the E2B emulator (tests/emulators/e2b.mjs)
 #             over TLS
 #   e2b-faults  the same with the emulator cutting streams, answering 5xx,
@@ -369,12 +372,20 @@ case $target in
     fi
     exit $status
     ;;
-  daytona|daytona-faults)
+  daytona|daytona-faults|daytona-v2|daytona-v2-faults)
     # shellcheck source=../lib/daytona_emulator.sh
     source "$(dirname "${BASH_SOURCE[0]}")/../lib/daytona_emulator.sh"
     args=(--tls)
     spec=seed=1,cut=0.01,http5xx=0.01,slow=0.01,lost5xx=0.01,http429=0.01
-    [[ $target == daytona ]] || args+=(--force-echo --faults "$spec")
+    case $target in
+      daytona-faults) args+=(--force-echo --faults "$spec") ;;
+      daytona-v2) args+=(--process-api both) ;;
+      daytona-v2-faults)
+        # (v2's cut is per log event, of which there are fewer than v1's
+        # WebSocket messages: a higher rate, so that cuts happen)
+        spec=seed=1,cut=0.03,http5xx=0.01,slow=0.01,lost5xx=0.01,http429=0.01
+        args+=(--process-api both --faults "$spec") ;;
+    esac
     rc=0
     start_daytona_emulator "$work/daytona" "${args[@]}" || rc=$?
     [[ -z ${daytona_pid:-} ]] || pids+=("$daytona_pid")
@@ -385,7 +396,19 @@ case $target in
     "$tether" conformance "${flags[@]}" "${rerun[@]}" || status=$?
     [[ $status -eq 0 ]] || tail -c 3000 "$work/daytona/emulator.log" "$work/daytona/requests.log" >&2
     echo "daytona emulator: $(grep -c ' -> ' "$work/daytona/requests.log" || true) requests"
-    if [[ $target == daytona-faults ]]; then faults_fired daytona "$work/daytona/requests.log" "$spec" || status=1; fi
+    if [[ $target == *-faults ]]; then faults_fired daytona "$work/daytona/requests.log" "$spec" || status=1; fi
+    # Which process API carried the run: v2 where the emulator serves it
+    # (no session exec at all), the session API otherwise.
+    v2_calls=$(grep -cE 'POST /toolbox/[^ /]+/(process/v2/)?processes( |$)' "$work/daytona/requests.log" || true)
+    v1_execs=$(grep -c 'POST /toolbox/[^ ]*/process/session/[^ ]*/exec' "$work/daytona/requests.log" || true)
+    echo "daytona emulator: $v2_calls process API v2 creations, $v1_execs session execs"
+    if [[ $target == daytona-v2* ]] && ((v2_calls == 0 || v1_execs != 0)); then
+      echo "FAIL: the v2 target did not run over the process API v2" >&2
+      status=1
+    elif [[ $target != daytona-v2* ]] && ((v2_calls != 0 || v1_execs == 0)); then
+      echo "FAIL: the v1 target did not run over the session API" >&2
+      status=1
+    fi
     # The emulator's own check: a command started twice, input applied twice,
     # a resend before Retry-After.
     if grep ' VIOLATION ' "$work/daytona/requests.log" >&2; then

@@ -10,6 +10,7 @@
 #include "absl/strings/str_replace.h"
 #include "tether/errors.h"
 #include "tether/shell_setup.h"
+#include "host/native/daytona/daytona_json.h"
 #include "host/native/native_json.h"
 #include "host/native/native_options.h"
 
@@ -19,12 +20,11 @@ namespace json = boost::json;
 
 namespace {
 
+using internal::Protocol;
+using internal::StringField;
+
 // (Debian's absl has a string_view of its own.)
 absl::string_view A(std::string_view s) { return {s.data(), s.size()}; }
-
-absl::Status Protocol(std::string_view what, std::string_view detail) {
-  return MakeError(ErrorCode::kProtocol, absl::StrCat("daytona: ", std::string(what), " ", std::string(detail)));
-}
 
 // Parses `body` as a JSON object (what names the answer in errors).
 absl::StatusOr<json::object> Object(std::string_view body, std::string_view what) {
@@ -39,18 +39,6 @@ absl::StatusOr<json::object> Object(std::string_view body, std::string_view what
   return std::move(v.get_object());
 }
 
-// A string field: "" when absent or null; an error when another type.
-absl::StatusOr<std::string> StringField(const json::object& o, const char* key, std::string_view what) {
-  const json::value* f = o.if_contains(key);
-  if (f == nullptr || f->is_null()) return std::string();
-  if (!f->is_string()) return Protocol(what, absl::StrCat("has a ", key, " that is not a string"));
-  return std::string(f->get_string().data(), f->get_string().size());
-}
-
-bool IdChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-         c == '.';
-}
 
 }  // namespace
 
@@ -86,8 +74,7 @@ absl::StatusOr<std::string> ParseExecAnswer(std::string_view body) {
   absl::StatusOr<std::string> id = StringField(*o, "cmdId", kWhat);
   if (!id.ok()) return id.status();
   if (id->empty()) return Protocol(kWhat, "has no cmdId");
-  if (id->size() > 256 || !std::all_of(id->begin(), id->end(), IdChar) ||
-      id->find_first_not_of('.') == std::string::npos) {
+  if (!internal::SafeId(*id)) {
     return Protocol(kWhat, "has a cmdId that is not 1-256 characters of [A-Za-z0-9._-] (and not dots only)");
   }
   return id;
@@ -119,8 +106,7 @@ absl::StatusOr<std::vector<std::string>> ParseSessionCommands(std::string_view b
     const json::value* id = c.get_object().if_contains("id");
     if (id == nullptr || !id->is_string()) return Protocol(kWhat, "has a command without a string id");
     const std::string cid(id->get_string().data(), id->get_string().size());
-    if (cid.empty() || cid.size() > 256 || !std::all_of(cid.begin(), cid.end(), IdChar) ||
-        cid.find_first_not_of('.') == std::string::npos) {
+    if (!internal::SafeId(cid)) {
       return Protocol(kWhat, "has a command id that is not 1-256 characters of [A-Za-z0-9._-] (and not dots only)");
     }
     ids.push_back(cid);

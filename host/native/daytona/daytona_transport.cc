@@ -17,6 +17,8 @@
 #include "host/support/random.h"
 #include "host/native/daytona/daytona_api.h"
 #include "host/native/daytona/daytona_channel.h"
+#include "host/native/daytona/daytona_v2.h"
+#include "host/native/daytona/daytona_v2_channel.h"
 #include "host/native/native_options.h"
 #include "host/native/native_transport.h"
 #include "host/net/http.h"
@@ -51,14 +53,48 @@ class DaytonaTransport final : public native::NativeTransport {
 
   ChannelCapabilities capabilities() const override {
     ChannelCapabilities c;
-    c.exact_bytes = false;  // input is a JSON string; the log drops NUL, adds newlines, demuxes on marker bytes
-    c.stdin_eof = false;    // an async session command never sees EOF
-    c.streaming = true;     // the log streams while the command runs
+    // Input is a JSON string either way (armored text); v1's log drops NUL,
+    // adds newlines and demuxes on marker bytes, v2's is exact but the
+    // input still is not: the text tunnel.
+    c.exact_bytes = false;
+    c.stdin_eof = !v2_prefix_.empty();  // v1: an async session command never sees EOF
+    c.streaming = true;                 // the log streams while the command runs
     c.costly_bytes = true;
-    c.cut_prone = true;     // a WebSocket through proxies
+    c.cut_prone = true;                 // an HTTP stream or a WebSocket through proxies
     return c;
   }
+
+  // Which process API the toolbox serves, asked once: GET on v2's list
+  // (under each prefix seen, daytona_v2.h) answering 200 is v2; 404 from
+  // both is an older daemon, which has the session API only. Other
+  // failures are this call's (nothing is guessed).
+  asio::awaitable<absl::Status> Prepare() override {
+    if (probed_) co_return absl::OkStatus();
+    if (absl::Status st = co_await EnsureToolbox(); !st.ok()) co_return st;
+    if (o_.process_api == "v1") {
+      probed_ = true;
+      co_return absl::OkStatus();
+    }
+    for (std::string_view prefix : daytona::v2::kPrefixes) {
+      absl::StatusOr<net::Response> r = co_await api_->Call(api_->toolbox, "GET", std::string(prefix), "");
+      if (r.ok()) {
+        v2_prefix_ = std::string(prefix);
+        break;
+      }
+      if (r.status().code() != absl::StatusCode::kNotFound) co_return r.status();
+    }
+    if (v2_prefix_.empty() && o_.process_api == "v2") {
+      co_return absl::UnimplementedError(
+          "daytona: the sandbox's daemon does not serve the process API v2 (404 under /processes and "
+          "/process/v2/processes): drop --process-api v2, or upgrade the sandbox's daemon");
+    }
+    probed_ = true;
+    co_return absl::OkStatus();
+  }
+
   asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
+    if (absl::Status st = co_await Prepare(); !st.ok()) co_return st;
+    if (!v2_prefix_.empty()) co_return co_await ExecV2(std::move(argv));
     absl::StatusOr<std::string> line = daytona::CommandLine(argv);
     if (!line.ok()) co_return line.status();
     absl::StatusOr<std::string> exec_body = daytona::ExecRequestJson(*line);
@@ -158,6 +194,42 @@ class DaytonaTransport final : public native::NativeTransport {
     }
   }
 
+  // v2: one exec process named by us (tether-<random>), so that a creation
+  // whose answer was lost (5xx) can be looked up by that name: found, it is
+  // ours; not found, it did not happen and is sent again (at most
+  // kExecChecks times); the list unreadable, OUTCOME_UNKNOWN (and nothing
+  // is sent again).
+  asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> ExecV2(std::vector<std::string> argv) {
+    const std::string name = absl::StrCat("tether-", absl::BytesToHexString(internal::RandomBytes(8)));
+    absl::StatusOr<std::string> body = daytona::v2::CreateProcessJson(argv, name);
+    if (!body.ok()) co_return body.status();
+    for (int check = 1;; ++check) {
+      absl::StatusOr<net::Response> made = co_await api_->CallOnce(api_->toolbox, "POST", v2_prefix_, *body);
+      absl::StatusOr<daytona::v2::ProcessView> p = absl::UnknownError("");
+      if (made.ok()) {
+        p = daytona::v2::ParseProcess(made->body);
+      } else {
+        if (ErrorCodeOf(made.status()) != ErrorCode::kOutcomeUnknown) co_return made.status();
+        absl::StatusOr<net::Response> listed = co_await api_->Call(
+            api_->toolbox, "GET", absl::StrCat(v2_prefix_, "?name=", net::UrlEncode(name)), "");
+        absl::StatusOr<std::vector<daytona::v2::ProcessView>> found =
+            listed.ok() ? daytona::v2::ParseProcessList(listed->body) : listed.status();
+        if (!found.ok()) {
+          co_return OutcomeUnknownError(absl::StrCat(made.status().message(), "; whether it started cannot be told (",
+                                                     found.status().message(), "): it is not started again"));
+        }
+        std::erase_if(*found, [&](const daytona::v2::ProcessView& v) { return v.name != name; });
+        if (found->empty()) {
+          if (check >= kExecChecks) co_return made.status();
+          continue;
+        }
+        p = found->front();
+      }
+      if (!p.ok()) co_return api_->Clean(p.status());
+      co_return daytona::MakeDaytonaV2Channel(ex_, api_, v2_prefix_, p->id);
+    }
+  }
+
   // Finds the toolbox as the SDK does: the sandbox's toolboxProxyUrl, else
   // the API's /toolbox-proxy-url answer.
   asio::awaitable<absl::Status> EnsureToolbox() {
@@ -226,6 +298,8 @@ class DaytonaTransport final : public native::NativeTransport {
   asio::any_io_executor ex_;
   DaytonaOptions o_;
   std::shared_ptr<DaytonaApi> api_;
+  bool probed_ = false;
+  std::string v2_prefix_;  // the process API v2's prefix; empty: the session API (v1)
 };
 
 }  // namespace
@@ -254,6 +328,11 @@ absl::StatusOr<std::shared_ptr<Transport>> MakeDaytonaTransport(asio::any_io_exe
   }
   if (!native::HeaderSafe(o.organization_id)) {
     return absl::InvalidArgumentError("daytona: the organization id contains a space or a control character");
+  }
+  if (o.process_api.empty()) o.process_api = "auto";
+  if (o.process_api != "auto" && o.process_api != "v1" && o.process_api != "v2") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("daytona: --process-api must be auto, v1 or v2, not '", o.process_api.substr(0, 32), "'"));
   }
   if (o.api_url.empty()) o.api_url = native::Env("DAYTONA_API_URL");
   if (o.api_url.empty()) o.api_url = native::Env("DAYTONA_SERVER_URL");

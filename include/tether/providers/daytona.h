@@ -1,5 +1,21 @@
-// The `daytona` provider: a Daytona sandbox through the toolbox's session
-// processes. Each Exec is one session (POST /process/session) running the
+// The `daytona` provider: a Daytona sandbox through the toolbox's process
+// API v2 where the sandbox's daemon serves it (the transport asks once per
+// Transport: GET /processes, then GET /process/v2/processes; 404 from both
+// is an older daemon), else through its session processes (v1).
+//
+// v2 (host/native/daytona/daytona_v2.h): each Exec is one `kind: exec`
+// process (POST /processes {argv, stdin: "pipe", name: tether-<random>});
+// its stdin is POST .../stdin {data} with EOF as {eof: true}; its stdout
+// the follow log (GET .../logs?encoding=base64&follow=true: server-sent
+// events of base64 frames, each with a cursor), exact, resumed after a cut
+// from the last cursor (no replay); its exit the stream's state event or
+// GET .../{id}. A closed channel's process is killed (POST .../signals
+// KILL) and purged (DELETE). Input is still a JSON string, so the text
+// tunnel runs over v2 too, but without v1's replays, NUL loss and one
+// input POST per output frame (writes batched, at most ~3 requests a
+// second while they keep coming).
+//
+// v1: each Exec is one session (POST /process/session) running the
 // command with runAsync; its stdin is POST .../command/{cid}/input (a JSON
 // string), its stdout the follow-logs WebSocket, its exit GET
 // .../command/{cid}. Text only both ways, no stdin EOF: the host runs the
@@ -46,6 +62,25 @@
 //     dropped, a newline added; marker-like bytes in output switch streams.
 //   - An async command never sees stdin EOF.
 //   - POST /files/bulk-upload: multipart files[0].path, files[0].file.
+// v2 FACTS (DAYTONA_V2.md: the daemon's OpenAPI of PR191 and docs v2; no
+// released SDK speaks it, so no SDK has checked the emulator's v2 side):
+//   - POST {P} CreateProcessRequest {argv | shellCommand, stdin none|pipe
+//     (docs: closed|open), kind exec|pty|code, name, keepLogs, ...} -> 201
+//     Process {id, state running|terminal, exitCode, signal, reason, ...};
+//     GET {P}?name= lists; GET/DELETE {P}/{id}; POST {P}/{id}/stdin {data?,
+//     eof?} -> 204 (data a JSON string: not exact bytes); POST
+//     {P}/{id}/signals {signal}; GET {P}/{id}/wait.
+//   - GET {P}/{id}/logs?cursor&encoding=base64&follow=true: SSE events
+//     log {channel, cursor, seq, data, encoding}, state {Process}, warning,
+//     eof {cursor}; a cursor resumes strictly after its frame; an evicted
+//     one is 409 {code: CURSOR_EXPIRED}.
+//   - {P} is /processes (the OpenAPI) or /process/v2/processes (a later
+//     client): both are probed.
+// v2 ASSUMPTIONS: a 5xx on POST {P} may come after the process was made
+//   (looked up by our name, sent again only when absent); on a data stdin
+//   it is not sent again (the channel is given up, as v1's input); "pipe"
+//   is accepted for stdin (the OpenAPI's word; the docs say "open").
+//
 // ASSUMPTIONS (ours, not checked against the real service):
 //   - One session per Exec, deleted on Close (a session's shell may run its
 //     commands one after another, so a long bridge must not share one).
@@ -95,6 +130,9 @@ struct DaytonaOptions {
   std::string api_key;
   // Sent as X-Daytona-Organization-ID with a JWT; empty: $DAYTONA_ORGANIZATION_ID.
   std::string organization_id;
+  // Which process API: "auto" (v2 where the daemon serves it, else v1),
+  // "v1" (the session API) or "v2" (refused where the daemon lacks it).
+  std::string process_api = "auto";
   // Called as an upload proceeds (bytes sent, total).
   std::function<void(std::size_t, std::size_t)> upload_progress;
 };

@@ -48,7 +48,7 @@ if [[ $provider == docker ]]; then
   }
 else
   # shellcheck source=/dev/null
-  source "$here/../../lib/${provider}_emulator.sh"
+  source "$here/../../lib/${provider%-v2}_emulator.sh"
 fi
 # Per provider: its faults, the kinds that must fire (each > 0), and two
 # floors in % of the runs: exact runs (chaos_test --min-exact-percent) and
@@ -76,6 +76,8 @@ fi
 #            kind of the emulator's faults within its first 20 calls
 #   e2b      exact 24,24,24   recovered 9,11,11 (3 runs, December 2026,
 #            binary tunnel over envd's Connect streams)
+#   daytona-v2 exact 21,22,22 recovered 6,8,7 (3 runs, December 2026: the
+#            process API v2, its log stream cut per event)
 #   docker   exact 23,23,24   recovered 11,14,14 (podman's engine behind
 #            tests/lib/fault_proxy.mjs: cuts per chunk, 503 before the
 #            engine, stalls; the records in a directory the container shares)
@@ -87,6 +89,10 @@ case $provider in
   daytona) start_daytona_emulator "$work" --faults seed=2,cut=0.1,http5xx=0.02,slow=0.02,lost5xx=0.02,http429=0.01 \
              || rc=$?; pid=${daytona_pid:-}
            kinds=(cut http5xx slow lost5xx http429) min_exact=70 min_recovered=15 ;;
+  daytona-v2) start_daytona_emulator "$work" --process-api both \
+                --faults seed=2,cut=0.1,http5xx=0.02,slow=0.02,lost5xx=0.02,http429=0.01 || rc=$?
+              pid=${daytona_pid:-}
+              kinds=(cut http5xx slow lost5xx http429) min_exact=70 min_recovered=15 ;;
   runloop) start_runloop_emulator "$work" --sse-ms 2000 \
              --faults seed=2,cut=0.25,http5xx=0.04,slow=0.04,stall=0.04,lost5xx=0.02,http429=0.01 \
              || rc=$?; pid=${runloop_pid:-}
@@ -112,7 +118,7 @@ case $provider in
 esac
 [[ $rc -ne 77 ]] || { echo "cannot run the $provider emulator here: skipped"; exit 77; }
 [[ $rc -eq 0 ]] || exit 1
-mapfile -t flags < <("${provider}_flags")
+mapfile -t flags < <("${provider%-v2}_flags")
 status=0
 "$chaos" "${flags[@]}" --seeds "$seeds" --parallel 4 --min-exact-percent "$min_exact" \
   --min-recovered-percent "$min_recovered" || status=$?
@@ -140,6 +146,12 @@ for kind in "${kinds[@]}"; do
     status=1
   fi
 done
+# daytona-v2: the run went over the process API v2 (the emulator serves both).
+if [[ $provider == daytona-v2 ]] &&
+   ! grep -qE 'POST /toolbox/[^ /]+/(process/v2/)?processes( |$)' "$log"; then
+  echo "FAILED: the daytona-v2 run made no process through the process API v2" >&2
+  status=1
+fi
 # The emulator's own check (boat, daytona, runloop): a command started twice, input
 # applied twice, a resend before Retry-After.
 if grep ' VIOLATION ' "$log" >&2; then

@@ -166,6 +166,12 @@ class BodyStream {
 // stream the caller is done with; nothing it reads is kept.
 void DrainInBackground(boost::asio::any_io_executor ex, std::unique_ptr<BodyStream> stream);
 
+// `stream`'s head with the first 64 KiB of its body (as a buffered Call
+// keeps of a non-2xx answer): a stream opened on an error status, read for
+// its message. A read error ends the body where it was; the caller closes
+// the stream.
+boost::asio::awaitable<Response> ReadErrorResponse(BodyStream& stream);
+
 // A request whose body is written as it is produced (chunked), then its
 // response read as a stream.
 class BodyWriter {

@@ -242,6 +242,18 @@ void DrainInBackground(boost::asio::any_io_executor ex, std::unique_ptr<BodyStre
   internal::DrainInBackground(std::move(ex), std::move(stream), nullptr);
 }
 
+boost::asio::awaitable<Response> ReadErrorResponse(BodyStream& stream) {
+  Response r = stream.head();
+  char buf[4096];
+  while (r.body.size() < internal::kMaxErrorBodyBytes) {
+    absl::StatusOr<std::size_t> n = co_await stream.ReadSome({buf, sizeof buf});
+    if (!n.ok() || *n == 0) break;
+    r.body.append(buf, *n);
+  }
+  if (r.body.size() > internal::kMaxErrorBodyBytes) r.body.resize(internal::kMaxErrorBodyBytes);
+  co_return r;
+}
+
 }  // namespace tether::net
 
 namespace tether::net::internal {

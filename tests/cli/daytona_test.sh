@@ -44,8 +44,14 @@ expect_key_refused DAYTONA_API_KEY
 # No API key at all.
 expect_key_named "API key" DAYTONA_API_KEY
 
-# Nothing left behind: every session tether made was deleted.
-sleep 0.5
+# Nothing left behind: every session tether made was deleted (the deletes
+# may still be on their way: waited for, 5 s at most).
+sessions_made() { grep -c 'POST /toolbox/[^ ]*/process/session -> 201' "$WORK/emu/requests.log" || true; }
+sessions_deleted() { grep -c 'DELETE /toolbox/[^ ]*/process/session/[^ ]* -> 204' "$WORK/emu/requests.log" || true; }
+for _ in $(seq 1 50); do
+  [[ $(sessions_made) -eq $(sessions_deleted) ]] && break
+  sleep 0.1
+done
 if ! grep -q 'POST /toolbox/[^ ]*/process/session -> 201' "$WORK/emu/requests.log"; then
   fail "sessions were made and deleted" "no session was made at all"
 elif [[ $(grep -c 'POST /toolbox/[^ ]*/process/session -> 201' "$WORK/emu/requests.log") -eq \
@@ -77,9 +83,13 @@ fi
 cli_provider_start daytona Daytona "$WORK/emu2" --tls --process-api both
 printf_checks
 stream_checks
-sleep 0.5
-made=$(grep -cE 'POST /toolbox/[^ /]+/processes -> 201' "$WORK/emu2/requests.log" || true)
-purged=$(grep -cE 'DELETE /toolbox/[^ /]+/processes/[^ /]+ -> 204' "$WORK/emu2/requests.log" || true)
+# (The purges may still be on their way: waited for, 5 s at most.)
+for _ in $(seq 1 50); do
+  made=$(grep -cE 'POST /toolbox/[^ /]+/processes -> 201' "$WORK/emu2/requests.log" || true)
+  purged=$(grep -cE 'DELETE /toolbox/[^ /]+/processes/[^ /]+ -> 204' "$WORK/emu2/requests.log" || true)
+  ((made > 0 && purged == made)) && break
+  sleep 0.1
+done
 sessions=$(grep -c '/process/session' "$WORK/emu2/requests.log" || true)
 if ((made > 0 && sessions == 0 && purged == made)); then
   pass "v2: $made processes made through the process API v2, every one purged, no session"

@@ -45,7 +45,6 @@ constexpr std::chrono::milliseconds kMaxBackoff{2000};
 constexpr std::size_t kReadBuffer = 64 * 1024;         // one read of the event stream
 constexpr std::size_t kMaxBuffered = 2u << 20;         // stdout read ahead of the caller
 constexpr std::size_t kMaxQueuedStdin = 1u << 20;      // a Write waits while more is queued
-constexpr std::size_t kMaxErrorBody = 64 * 1024;       // a failed stream's body, read for its message
 constexpr std::size_t kDiagnosticsBytes = 4096;        // the stderr tail kept for messages
 
 asio::awaitable<void> Sleep(std::chrono::milliseconds d) {
@@ -81,17 +80,6 @@ void Fail(V2State& s, absl::Status st) {
   s.changed.NotifyAll();
 }
 
-asio::awaitable<net::Response> ErrorResponse(net::BodyStream& stream) {
-  net::Response r = stream.head();
-  std::array<char, 4096> tmp;
-  while (r.body.size() < kMaxErrorBody) {
-    absl::StatusOr<std::size_t> n = co_await stream.ReadSome(std::span<char>(tmp));
-    if (!n.ok() || *n == 0) break;
-    r.body.append(tmp.data(), *n);
-  }
-  co_return r;
-}
-
 // The process record, for its exit when the stream's state event had none.
 asio::awaitable<void> LearnExit(std::shared_ptr<V2State> s) {
   absl::StatusOr<net::Response> r = co_await s->api->Call(s->api->toolbox, "GET", s->path, "");
@@ -124,7 +112,7 @@ asio::awaitable<void> ReadLoop(std::shared_ptr<V2State> s) {
     if (!opened.ok()) {
       why = opened.status();
     } else if ((*opened)->head().status != 200) {
-      net::Response r = co_await ErrorResponse(**opened);
+      net::Response r = co_await net::ReadErrorResponse(**opened);
       if (r.status == 409 && v2::ErrorCodeOf(r.body) == "CURSOR_EXPIRED") {
         Fail(*s, absl::UnavailableError(
                      "daytona: the process's log no longer holds what follows our cursor (evicted under its size "

@@ -32,7 +32,6 @@ namespace {
 
 constexpr std::size_t kReadBuffer = 64 * 1024;       // bytes per stream read
 constexpr std::size_t kMaxQueuedInput = 1 << 20;      // stdin bytes accepted ahead of envd
-constexpr std::size_t kMaxErrorBody = 64 * 1024;      // a failed head's body, read for its message
 constexpr int kStartAttempts = 5;                     // Start answered 429/502/503/504
 constexpr std::chrono::milliseconds kStartBackoff{100};  // doubled per attempt
 constexpr char kKeepaliveSeconds[] = "50";            // envd's keepalive events on a silent stream
@@ -391,13 +390,7 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Channel>>> StartProcess(std::shar
       co_return absl::Status(stream.status().code(), absl::StrCat(A(what), ": ", stream.status().message()));
     }
     if ((*stream)->head().status == 200) co_return co_await OpenEnvdChannel(s, std::move(*stream));
-    net::Response head = (*stream)->head();
-    char buf[4096];
-    while (head.body.size() < kMaxErrorBody) {
-      absl::StatusOr<std::size_t> n = co_await (*stream)->ReadSome({buf, sizeof buf});
-      if (!n.ok() || *n == 0) break;
-      head.body.append(buf, *n);
-    }
+    net::Response head = co_await net::ReadErrorResponse(**stream);
     (*stream)->Close();
     absl::Status err = EnvdHttpError(head, what);
     if (!RetryableStatus(head.status) || attempt >= kStartAttempts) co_return err;

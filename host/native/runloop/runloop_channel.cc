@@ -29,7 +29,6 @@ constexpr std::size_t kMaxBuffered = 2u << 20;        // stdout read ahead of th
 // acknowledgements costs ~5 requests/s instead of one per frame.
 constexpr std::chrono::milliseconds kStdinInterval{200};
 constexpr std::size_t kMaxQueuedStdin = 1u << 20;     // a Write waits while more is queued
-constexpr std::size_t kMaxErrorBody = 64 * 1024;      // a failed stream's body, read for its message
 
 // One streaming execution, shared by its channel and its background reader.
 struct StreamState {
@@ -64,18 +63,6 @@ asio::awaitable<void> FailStream(std::shared_ptr<StreamState> s, absl::Status st
   co_return;
 }
 
-// Reads a failed stream's body (bounded) to build its error.
-asio::awaitable<net::Response> ErrorResponse(net::BodyStream& stream) {
-  net::Response r = stream.head();
-  std::array<char, 4096> tmp;
-  while (r.body.size() < kMaxErrorBody) {
-    absl::StatusOr<std::size_t> n = co_await stream.ReadSome(std::span<char>(tmp));
-    if (!n.ok() || *n == 0) break;
-    r.body.append(tmp.data(), *n);
-  }
-  co_return r;
-}
-
 // Streams stdout (reconnecting from the offset), then learns the exit.
 asio::awaitable<void> ReadLoop(std::shared_ptr<StreamState> s) {
   RunloopApi& api = *s->api;
@@ -98,7 +85,7 @@ asio::awaitable<void> ReadLoop(std::shared_ptr<StreamState> s) {
     if (!opened.ok()) {
       why = opened.status();
     } else if ((*opened)->head().status != 200) {
-      net::Response r = co_await ErrorResponse(**opened);
+      net::Response r = co_await net::ReadErrorResponse(**opened);
       why = runloop::HttpFailure(r, "GET .../stream_stdout_updates", api.devbox_id);
       if (why.code() != absl::StatusCode::kUnavailable) co_return co_await FailStream(s, why);
       if (r.status == 429) delay = net::RetryDelay(r, backoff);

@@ -8,6 +8,7 @@
 #include "host/cli/commands.h"
 #include "host/support/trace.h"
 #include "tether/errors.h"
+#include "tether/providers.h"
 #include "tether/protocol/version.h"
 
 namespace {
@@ -66,6 +67,9 @@ int main(int argc, char** argv) {
   // (Again, for a build whose loader skipped .preinit_array: idempotent.)
   tether::cli::PrepareStdio();
   tether::internal::Trace("cli.main");
+  // tether ends with exit(): the providers' libraries need not tidy up, and
+  // OpenSSL's tidying races with gRPC's threads (tether/providers.h).
+  tether::LeaveProviderLibrariesToExit();
   // Signals meant for the job stay pending until our handlers exist (the
   // event loop unblocks them): a signal in the first milliseconds must not
   // kill tether either.

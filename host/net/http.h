@@ -159,6 +159,17 @@ class BodyStream {
   virtual void Close() = 0;  // idempotent; pending reads complete with an error
 };
 
+// For a program that owns its process and ends it with exit() (the CLI),
+// called before any TLS is used: OpenSSL's own exit handler
+// (OPENSSL_cleanup) is not installed, and the kernel frees OpenSSL's state
+// with the process. That handler deletes OpenSSL's per-thread keys while
+// threads of the gRPC providers (modal, boxd) may still be ending; their
+// thread-exit handlers then never run, and each leaks its error queue
+// (LeakSanitizer in CI: 2 x 904 bytes from CRYPTO_zalloc after `tether run
+// --provider modal`) or frees it twice (grpc/grpc#38539). A library in
+// another program's process leaves that program's OpenSSL alone.
+void LeaveTlsStateToProcessExit();
+
 // Reads what is left of `stream`'s body on `ex` in the background, at most
 // 64 KiB for at most 2 s, so that its connection goes back to the idle pool
 // (a protocol that knows its last message came, as Connect's end-of-stream,

@@ -1,6 +1,7 @@
 // TLS contexts and handshake settings (internal/tls.h).
 #include "host/net/internal/tls.h"
 
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
@@ -98,3 +99,14 @@ absl::Status HandshakeError(TlsSocket& s, std::string_view host_view, const boos
 }
 
 }  // namespace tether::net::internal
+
+namespace tether::net {
+
+void LeaveTlsStateToProcessExit() {
+  // Only the first initialisation decides whether the exit handler is
+  // installed: before it, nothing of OpenSSL has run (Asio's SSL headers
+  // initialise nothing for OpenSSL 3).
+  ::OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
+}
+
+}  // namespace tether::net

@@ -12,6 +12,7 @@
 #include "host/native/kubernetes/kubernetes_options.h"
 #include "host/native/modal/modal_options.h"
 #include "host/native/runloop/runloop_options.h"
+#include "host/net/http.h"
 
 namespace tether {
 
@@ -25,5 +26,7 @@ void AppendNativeProviders(std::vector<ProviderInfo>& r) {
   r.push_back(ModalProvider());
   r.push_back(BoxdProvider());
 }
+
+void LeaveNativeLibrariesToExit() { net::LeaveTlsStateToProcessExit(); }
 
 }  // namespace tether

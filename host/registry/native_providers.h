@@ -11,4 +11,8 @@ namespace tether {
 // daytona, modal, boxd) to `registry`, in that order.
 void AppendNativeProviders(std::vector<ProviderInfo>& registry);
 
+// LeaveProviderLibrariesToExit for the native providers (OpenSSL's state:
+// net::LeaveTlsStateToProcessExit).
+void LeaveNativeLibrariesToExit();
+
 }  // namespace tether

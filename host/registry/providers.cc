@@ -143,6 +143,12 @@ absl::StatusOr<std::shared_ptr<Transport>> MakeProviderTransport(boost::asio::an
   return (*info)->make(std::move(ex), *parsed, hooks);
 }
 
+void LeaveProviderLibrariesToExit() {
+#ifdef TETHER_NATIVE_PROVIDERS
+  LeaveNativeLibrariesToExit();
+#endif
+}
+
 absl::StatusOr<std::vector<std::string>> SplitShellWords(std::string_view line) {
   std::vector<std::string> words;
   std::string cur;

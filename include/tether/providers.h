@@ -42,6 +42,13 @@ absl::StatusOr<std::shared_ptr<Transport>> MakeProviderTransport(boost::asio::an
                                                                  const ProviderFlags& flags,
                                                                  const ProviderHooks& hooks = {});
 
+// For a program that owns its process (the CLI), first thing in main():
+// the providers' libraries leave their global state to the process's end
+// instead of freeing it in exit handlers that race with their own threads
+// (OpenSSL's, against gRPC's: host/net/http.h). An embedder whose process
+// is its own may call it too; nothing else depends on it.
+void LeaveProviderLibrariesToExit();
+
 // Splits a command line into words: whitespace separates, '...' and "..."
 // quote, backslash escapes (outside single quotes). (`--prefix`'s syntax.)
 absl::StatusOr<std::vector<std::string>> SplitShellWords(std::string_view line);

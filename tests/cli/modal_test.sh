@@ -134,5 +134,33 @@ else
 fi
 rm -f "$HOME/.modal.toml"
 
+# tether leaves OpenSSL's state to the end of its process: OpenSSL's exit
+# handler raced with gRPC's ending threads and leaked their error queues
+# (host/net/http.h). Which exit handlers a run installs, through a preload
+# library (release only: under ASan, whose runtime must come first, CMake
+# does not set TETHER_ATEXIT_WATCH_LIB). First that the watch sees
+# OpenSSL's handler where it is installed: Python's ssl module.
+if [[ -n ${TETHER_ATEXIT_WATCH_LIB:-} ]]; then
+  name="OpenSSL's exit handler is not installed by tether run over TLS"
+  off=$(nm "$TETHER" 2>/dev/null | awk '$3 == "OPENSSL_cleanup" { print $1 }' | head -1)
+  rm -f "$WORK/atexit.control" "$WORK/atexit.run"
+  TETHER_ATEXIT_LOG=$WORK/atexit.control LD_PRELOAD=$TETHER_ATEXIT_WATCH_LIB \
+    python3 -c 'import ssl; ssl.create_default_context()' || true
+  STATUS=0
+  TETHER_ATEXIT_WATCH=0x${off:-0} TETHER_ATEXIT_LOG=$WORK/atexit.run LD_PRELOAD=$TETHER_ATEXIT_WATCH_LIB \
+    timeout -k 5 120 "$TETHER" run "${FLAGS[@]}" -- sh -c 'echo tls' >"$WORK/atexit.out" 2>"$WORK/atexit.err" || STATUS=$?
+  if ! grep -qx watched "$WORK/atexit.control" 2>/dev/null; then
+    fail "$name" "the watch did not see Python's ssl module install it: $(sort "$WORK/atexit.control" 2>/dev/null | uniq -c | tr '\n' ' ')"
+  elif [[ $STATUS -ne 0 ]] || ! grep -qx tls "$WORK/atexit.out"; then
+    fail "$name" "the run failed: status $STATUS" "stderr: $(head -c 500 "$WORK/atexit.err")"
+  elif ! grep -qx other "$WORK/atexit.run" 2>/dev/null; then
+    fail "$name" "the watch was not loaded into tether (no exit handler seen at all)"
+  elif grep -qx watched "$WORK/atexit.run"; then
+    fail "$name" "tether installed OPENSSL_cleanup (at 0x${off:-?})"
+  else
+    pass "$name"
+  fi
+fi
+
 echo "$((CHECKS - FAILED))/$CHECKS checks passed"
 [[ $FAILED -eq 0 ]]

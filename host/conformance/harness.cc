@@ -25,11 +25,6 @@ std::string Show(std::string_view bytes) {
   return s;
 }
 
-awaitable<void> Sleep(milliseconds d) {
-  asio::steady_timer t(co_await asio::this_coro::executor, d);
-  co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-}
-
 StartOptions Opts(std::vector<std::string> argv) {
   StartOptions o;
   o.argv = std::move(argv);

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "host/support/sleep.h"
 #include "tether/process.h"
 #include "tether/transport.h"
 
@@ -40,7 +41,7 @@ std::string Show(std::string_view bytes);
     if (!(cond)) co_return ::tether::conformance::Fail(absl::StrCat(#cond, ": ", __VA_ARGS__)); \
   } while (0)
 
-boost::asio::awaitable<void> Sleep(std::chrono::milliseconds d);
+using internal::Sleep;  // (host/support/sleep.h)
 // Stream mode, exact bytes.
 StartOptions Opts(std::vector<std::string> argv);
 

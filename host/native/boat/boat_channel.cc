@@ -19,11 +19,6 @@ namespace tether::boat {
 
 namespace asio = boost::asio;
 
-asio::awaitable<void> Sleep(std::chrono::milliseconds d) {
-  asio::steady_timer t(co_await asio::this_coro::executor, d);
-  co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-}
-
 asio::awaitable<absl::StatusOr<CommandResult>> BoatApi::Run(std::string command) {
   absl::StatusOr<std::string> body = CommandRequestJson(
       WithCallId(command, absl::BytesToHexString(internal::RandomBytes(8))), timeout_seconds);

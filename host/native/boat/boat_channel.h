@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "host/native/boat/boat_api.h"
 #include "host/net/http.h"
+#include "host/support/sleep.h"
 #include "tether/transport.h"
 
 namespace tether::boat {
@@ -52,8 +53,7 @@ struct BoatApi {
   boost::asio::awaitable<absl::Status> Put(std::string path, std::string_view bytes);
 };
 
-// Waits `d` on the current executor.
-boost::asio::awaitable<void> Sleep(std::chrono::milliseconds d);
+using internal::Sleep;  // (host/support/sleep.h)
 
 // Runs `command` (a shell command line) through api->Run in the background;
 // its channel. The POST outlives a channel closed early: Boat cannot stop it.

@@ -1,12 +1,11 @@
 #include "tether/providers/boxd.h"
 
-#include <algorithm>
-#include <fstream>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "host/native/boxd/boxd_channel.h"
 #include "host/native/boxd/boxd_session.h"
+#include "host/native/grpc/grpc_client.h"
 #include "host/native/grpc/grpc_target.h"
 #include "host/native/native_options.h"
 #include "host/native/native_transport.h"
@@ -19,7 +18,6 @@ namespace {
 
 constexpr char kDefaultEndpoint[] = "https://boxd.sh:9443";
 constexpr char kDefaultAuthUrl[] = "https://app.boxd.sh/api/v1/auth/token";
-constexpr std::size_t kMaxCaBytes = 1 << 20;
 
 class BoxdTransport final : public native::NativeTransport {
  public:
@@ -76,16 +74,9 @@ absl::StatusOr<std::shared_ptr<Transport>> MakeBoxdTransport(asio::any_io_execut
   if (absl::Status st = rpc::CheckCleartext(*server, "boxd", "--endpoint"); !st.ok()) return st;
   boxd::SessionOptions so;
   if (!o.ca_file.empty()) {
-    std::ifstream f(o.ca_file, std::ios::binary);
-    std::string pem(kMaxCaBytes + 1, '\0');
-    f.read(pem.data(), static_cast<std::streamsize>(pem.size()));
-    pem.resize(static_cast<std::size_t>(std::max<std::streamsize>(f.gcount(), 0)));
-    if (pem.size() > kMaxCaBytes || pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("boxd: --ca-file ", o.ca_file,
-                                                     pem.size() > kMaxCaBytes ? " is larger than 1 MiB"
-                                                                              : " is not a readable PEM file"));
-    }
-    so.ca_pem = std::move(pem);
+    absl::StatusOr<std::string> pem = rpc::ReadCaFile("boxd", o.ca_file);
+    if (!pem.ok()) return pem.status();
+    so.ca_pem = *std::move(pem);
   }
   if (!o.api_key.empty()) {
     if (o.auth_url.empty()) o.auth_url = native::Env("BOXD_AUTH_URL");

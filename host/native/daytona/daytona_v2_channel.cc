@@ -32,6 +32,7 @@
 #include "host/native/daytona/daytona_v2.h"
 #include "host/net/retry_after.h"
 #include "host/support/condition.h"
+#include "host/support/sleep.h"
 #include "tether/output_helpers.h"
 
 namespace tether::daytona {
@@ -47,10 +48,7 @@ constexpr std::size_t kMaxBuffered = 2u << 20;         // stdout read ahead of t
 constexpr std::size_t kMaxQueuedStdin = 1u << 20;      // a Write waits while more is queued
 constexpr std::size_t kDiagnosticsBytes = 4096;        // the stderr tail kept for messages
 
-asio::awaitable<void> Sleep(std::chrono::milliseconds d) {
-  asio::steady_timer t(co_await asio::this_coro::executor, d);
-  co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-}
+using internal::Sleep;
 
 struct V2State {
   explicit V2State(const asio::any_io_executor& ex) : changed(ex) {}

@@ -1,5 +1,6 @@
 #include "host/native/grpc/grpc_client.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -39,6 +40,20 @@ std::shared_ptr<grpc::Channel> MakeChannel(const GrpcTarget& t, const std::strin
     creds = grpc::SslCredentials(so);
   }
   return grpc::CreateCustomChannel(t.target(), creds, args);
+}
+
+absl::StatusOr<std::string> ReadCaFile(std::string_view who, const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::string pem(kMaxCaFileBytes + 1, '\0');
+  f.read(pem.data(), static_cast<std::streamsize>(pem.size()));  // (none from a file not opened)
+  pem.resize(static_cast<std::size_t>(std::max<std::streamsize>(f.gcount(), 0)));
+  if (pem.size() > kMaxCaFileBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(A(who), ": --ca-file ", path, " is larger than 1 MiB"));
+  }
+  if (pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(A(who), ": --ca-file ", path, " is not a readable PEM file"));
+  }
+  return pem;
 }
 
 bool CertificateRefused(const grpc::Status& st) {

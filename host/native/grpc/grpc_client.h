@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "host/native/grpc/grpc_target.h"
 
 namespace tether::rpc {
@@ -29,6 +30,14 @@ inline constexpr int kMaxMetadataBytes = 16 << 10;
 // system's roots; else plaintext h2c), messages at most `max_message_bytes`
 // each way. The caller has checked CheckCleartext.
 std::shared_ptr<grpc::Channel> MakeChannel(const GrpcTarget& t, const std::string& ca_pem, int max_message_bytes);
+
+// The most a --ca-file may hold.
+inline constexpr std::size_t kMaxCaFileBytes = 1 << 20;
+
+// The PEM text of `path` (a --ca-file), read no further than
+// kMaxCaFileBytes + 1; InvalidArgument "<who>: --ca-file PATH is larger
+// than 1 MiB" or "... is not a readable PEM file" (no certificate in it).
+absl::StatusOr<std::string> ReadCaFile(std::string_view who, const std::string& path);
 
 // Whether `st` is gRPC's "the server's certificate failed verification"
 // (expired, another name, an untrusted CA): gRPC says UNAVAILABLE for it,

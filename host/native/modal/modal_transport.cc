@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "host/native/grpc/grpc_client.h"
 #include "host/native/modal/modal_channel.h"
 #include "host/native/modal/modal_config.h"
 #include "host/native/modal/modal_session.h"
@@ -19,7 +20,6 @@ namespace asio = boost::asio;
 namespace {
 
 constexpr char kDefaultServer[] = "https://api.modal.com:443";
-constexpr std::size_t kMaxCaBytes = 1 << 20;
 
 // A whole small file, or nullopt when it cannot be read or exceeds `limit`.
 std::optional<std::string> ReadSmallFile(const std::string& path, std::size_t limit, bool* too_big) {
@@ -98,12 +98,8 @@ absl::StatusOr<std::shared_ptr<Transport>> MakeModalTransport(asio::any_io_execu
   if (absl::Status st = modal::CheckCleartext(*server, "the server URL"); !st.ok()) return st;
   modal::SessionOptions so;
   if (!o.ca_file.empty()) {
-    bool too_big = false;
-    std::optional<std::string> pem = ReadSmallFile(o.ca_file, kMaxCaBytes, &too_big);
-    if (!pem || pem->find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("modal: --ca-file ", o.ca_file, too_big ? " is larger than 1 MiB" : " is not a readable PEM file"));
-    }
+    absl::StatusOr<std::string> pem = rpc::ReadCaFile("modal", o.ca_file);
+    if (!pem.ok()) return pem.status();
     so.ca_pem = *std::move(pem);
   }
   so.sandbox_id = o.sandbox_id;

@@ -21,6 +21,7 @@
 #include "host/native/runloop/runloop_api.h"
 #include "host/net/http.h"
 #include "host/net/retry_after.h"
+#include "host/support/sleep.h"
 
 namespace tether::runloop {
 
@@ -35,10 +36,7 @@ inline constexpr int kMaxLongPolls = 400;          // wait_for_status rounds (40
 inline constexpr std::size_t kDiagnosticsBytes = 4096;       // the stderr tail kept for messages
 inline constexpr const char* kLastN = "100000";             // execute's last_n: every line of a reply
 
-inline asio::awaitable<void> Sleep(std::chrono::milliseconds d) {
-  asio::steady_timer t(co_await asio::this_coro::executor, d);
-  co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-}
+using internal::Sleep;
 
 // The last kDiagnosticsBytes of `s` (a stderr tail for messages).
 inline std::string Tail(std::string_view s) {

@@ -7,11 +7,15 @@
 
 #include <boost/asio/io_context.hpp>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "host/native/boxd/boxd_channel.h"
 #include "host/native/boxd/boxd_session.h"
+#include "host/native/grpc/grpc_client.h"
 #include "tether/errors.h"
 #include "tether/providers/boxd.h"
 
@@ -87,6 +91,35 @@ TEST_CASE("a refused JWT is asked again only with a key, and at most kMaxTokenRe
   BoxdSession t(io.get_executor(), token_only);
   CHECK(!t.Refused(1));
   CHECK(!t.can_exchange());
+}
+
+TEST_CASE("a --ca-file (modal, boxd) is read to 1 MiB at most, and must hold a certificate") {
+  char dir_template[] = "/tmp/tether-ca-file-test.XXXXXX";
+  REQUIRE(::mkdtemp(dir_template) != nullptr);
+  const std::string dir = dir_template;
+  const auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name, std::ios::binary) << text;
+    return dir + "/" + name;
+  };
+  const std::string pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+  absl::StatusOr<std::string> ok = rpc::ReadCaFile("boxd", write("ok.pem", pem));
+  REQUIRE(ok.ok());
+  CHECK(*ok == pem);
+  // Exactly the limit is accepted; one byte more is refused, with the size named.
+  std::string at_limit = pem + std::string(rpc::kMaxCaFileBytes - pem.size(), '#');
+  ok = rpc::ReadCaFile("boxd", write("limit.pem", at_limit));
+  REQUIRE(ok.ok());
+  CHECK(ok->size() == rpc::kMaxCaFileBytes);
+  absl::StatusOr<std::string> big = rpc::ReadCaFile("modal", write("big.pem", at_limit + "#"));
+  CHECK(ErrorCodeOf(big.status()) == ErrorCode::kInvalidArgument);
+  CHECK(std::string(big.status().message()) == "modal: --ca-file " + dir + "/big.pem is larger than 1 MiB");
+  for (const std::string& path : {write("empty.pem", ""), write("key.pem", "-----BEGIN PRIVATE KEY-----\n"),
+                                  dir + "/missing.pem", dir}) {
+    absl::StatusOr<std::string> bad = rpc::ReadCaFile("boxd", path);
+    CHECK(ErrorCodeOf(bad.status()) == ErrorCode::kInvalidArgument);
+    CHECK(std::string(bad.status().message()) == "boxd: --ca-file " + path + " is not a readable PEM file");
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("the factory refuses what it cannot use before anything is contacted") {

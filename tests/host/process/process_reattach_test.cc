@@ -33,7 +33,9 @@ class SilentReattachTransport final : public internal::ForwardingTransport {
                           std::chrono::milliseconds exec_delay = std::chrono::milliseconds(0))
       : ForwardingTransport(inner), silent_left_(silent), exec_delay_(exec_delay) {}
   awaitable<absl::StatusOr<std::unique_ptr<Channel>>> Exec(std::vector<std::string> argv) override {
+    if (cut_) ++execs_after_cut_;
     if (cut_ && exec_delay_.count() > 0) co_await Sleep(exec_delay_);
+    if (cut_) ++execs_done_after_cut_;
     if (cut_ && silent_left_ > 0) {
       --silent_left_;
       ++silent_opened_;
@@ -43,7 +45,7 @@ class SilentReattachTransport final : public internal::ForwardingTransport {
     }
     auto ch = co_await inner().Exec(std::move(argv));
     if (!ch.ok()) co_return ch.status();
-    auto cuttable = std::make_unique<ForwardingChannel>(*std::move(ch));
+    auto cuttable = std::make_unique<WatchedChannel>(*std::move(ch), cut_ ? ended_after_cut_ : nullptr);
     last_ = cuttable.get();
     co_return std::unique_ptr<Channel>(std::move(cuttable));
   }
@@ -57,6 +59,12 @@ class SilentReattachTransport final : public internal::ForwardingTransport {
     for (const auto& gate : silent_) gate->cancel();
   }
   int silent_opened() const { return silent_opened_; }
+  // Execs begun, and returned, since the cut (the reattaches); how many
+  // channels opened since the cut have ended (closed by the host, or read
+  // to their end).
+  int execs_after_cut() const { return execs_after_cut_; }
+  int execs_done_after_cut() const { return execs_done_after_cut_; }
+  int ended_after_cut() const { return *ended_after_cut_; }
 
  private:
   class SilentChannel final : public Channel {
@@ -89,6 +97,32 @@ class SilentReattachTransport final : public internal::ForwardingTransport {
   };
 
   bool cut_ = false;
+  // A channel that counts its end once into `ended` (when not null).
+  class WatchedChannel final : public ForwardingChannel {
+   public:
+    WatchedChannel(std::unique_ptr<Channel> inner, std::shared_ptr<int> ended)
+        : ForwardingChannel(std::move(inner)), ended_(std::move(ended)) {}
+    awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
+      absl::StatusOr<std::size_t> n = co_await inner_->ReadSome(buf);
+      if (!n.ok() || *n == 0) End();
+      co_return n;
+    }
+    void Close() override {
+      End();
+      inner_->Close();
+    }
+
+   private:
+    void End() {
+      if (ended_ && !counted_) ++*ended_;
+      counted_ = true;
+    }
+    std::shared_ptr<int> ended_;
+    bool counted_ = false;
+  };
+  std::shared_ptr<int> ended_after_cut_ = std::make_shared<int>(0);
+  int execs_after_cut_ = 0;
+  int execs_done_after_cut_ = 0;
   int silent_left_;
   std::chrono::milliseconds exec_delay_;
   int silent_opened_ = 0;
@@ -505,13 +539,20 @@ TEST_CASE("a reattach that wins after its handle was dropped releases the attach
     REQUIRE(first.ok());
     REQUIRE(*first);
     slow.Cut();
-    co_await Sleep(std::chrono::milliseconds(100));  // the reattach is under way (in its Exec's delay)
+    // The reattach is under way (in its Exec's delay) when the handle goes.
+    for (int i = 0; i < 1000 && slow.execs_after_cut() == 0; ++i) co_await Sleep(std::chrono::milliseconds(10));
+    REQUIRE_MESSAGE(slow.execs_after_cut() == 1, "the cut started no reattach within 10 s");
+    REQUIRE(slow.execs_done_after_cut() == 0);
     p->reset();
     // The late reattach attaches (nobody else holds the process), then
-    // must let go. Another handle then attaches without BUSY: before the
-    // fix it got BUSY for a lease (30 s) and more, the dropped handle's
-    // keepalives renewing it.
-    co_await Sleep(std::chrono::milliseconds(1500));
+    // must let go: its channel ends. Before the fix it stayed open, the
+    // dropped handle's keepalives renewing the attachment, and another
+    // handle got BUSY for a lease (30 s) and more.
+    for (int i = 0; i < 1000 && slow.ended_after_cut() == 0; ++i) co_await Sleep(std::chrono::milliseconds(10));
+    REQUIRE(slow.execs_done_after_cut() == 1);
+    REQUIRE_MESSAGE(slow.ended_after_cut() == 1, "the late reattach's channel was still open after 10 s");
+    // Another handle then attaches without BUSY (the loop waits out a BUSY
+    // answered before the release reached the supervisor).
     absl::StatusOr<std::unique_ptr<Process>> q = absl::UnknownError("not tried");
     for (int i = 0; i < 20; ++i) {
       q = co_await Process::Reopen(t, *ref);

@@ -806,6 +806,11 @@ if (args.tls) {
     cert: fs.readFileSync(certs.chain),
   }, onRequest);
   server.on('sessionError', () => {});
+  // Nagle's algorithm off, as on every connection of a Go server (envd is
+  // one; Go sets TCP_NODELAY by default) and of Node's own http.Server: a
+  // TLS server of Node leaves it on, and then a small write after the
+  // response's head waited for the client's delayed ACK (~40 ms).
+  server.on('secureConnection', (socket) => socket.setNoDelay(true));
 } else {
   server = http.createServer(onRequest);
 }

@@ -31,6 +31,13 @@ std::string Diag(const ScriptResult& r) {
   return s;
 }
 
+// A script's answer that lacks its marker line: `broken` (a sandbox that
+// answered wrong), unless the answer was cut, which is the error then.
+absl::Status MissingMarker(const ScriptResult& r, absl::Status broken) {
+  if (!r.cut.ok()) return absl::UnavailableError(absl::StrCat(r.cut.message(), Diag(r)));
+  return broken;
+}
+
 std::string OctalMode(int mode) {
   return absl::StrCat(absl::Dec(mode >> 6 & 7), absl::Dec(mode >> 3 & 7), absl::Dec(mode & 7));
 }
@@ -73,8 +80,8 @@ asio::awaitable<absl::Status> PutSmallAsText(const ShellRunner& run, const std::
   absl::StatusOr<ScriptResult> put = co_await run(InstallScript(path, "base64 -d", hash, mode), text);
   if (!put.ok()) co_return put.status();
   if (!absl::StrContains(put->out, "tether-put-ok")) {
-    co_return absl::DataLossError(
-        absl::StrCat("writing ", path, " (", bytes.size(), " bytes) as text failed: ", put->out, Diag(*put)));
+    co_return MissingMarker(*put, absl::DataLossError(absl::StrCat("writing ", path, " (", bytes.size(),
+                                                                   " bytes) as text failed: ", put->out, Diag(*put))));
   }
   co_return absl::OkStatus();
 }
@@ -114,8 +121,9 @@ asio::awaitable<absl::Status> PutAsText(const ShellRunner& run, const std::strin
   absl::StatusOr<ScriptResult> out = co_await run(finish, std::string_view());
   if (!out.ok()) co_return out.status();
   if (!absl::StrContains(out->out, "tether-put-ok")) {
-    co_return absl::DataLossError(absl::StrCat("uploading ", path, " as text (", bytes.size(), " bytes, sha256 ",
-                                               hash, ") failed: the sandbox said: ", out->out, Diag(*out)));
+    co_return MissingMarker(*out, absl::DataLossError(absl::StrCat("uploading ", path, " as text (", bytes.size(),
+                                                                   " bytes, sha256 ", hash, ") failed: the sandbox said: ",
+                                                                   out->out, Diag(*out))));
   }
   co_return absl::OkStatus();
 }
@@ -158,7 +166,14 @@ asio::awaitable<absl::StatusOr<ScriptResult>> RunScriptOn(Channel& c, std::strin
   char buf[4096];
   while (true) {
     absl::StatusOr<std::size_t> n = co_await c.ReadSome({buf, sizeof buf});
-    if (!n.ok() || *n == 0) break;
+    if (!n.ok()) {
+      // The answer was cut, or lost after the script ran: kept as far as
+      // it came (its marker may be in it), and the cut said (ScriptResult).
+      r.cut = absl::UnavailableError(
+          absl::StrCat("the answer to a setup command was cut after ", r.out.size(), " bytes: ", n.status().message()));
+      break;
+    }
+    if (*n == 0) break;
     r.out.append(buf, *n);
     if (r.out.size() > kMaxScriptOutput) {
       c.Close();
@@ -243,8 +258,9 @@ asio::awaitable<absl::Status> ShellPutFile(const ShellRunner& run, std::string p
       co_await run(InstallScript(path, absl::StrCat("head -c ", bytes.size()), hash, mode), bytes);
   if (!put.ok()) co_return put.status();
   if (!absl::StrContains(put->out, "tether-put-ok")) {
-    co_return absl::DataLossError(absl::StrCat("uploading ", path, " (", bytes.size(), " bytes, sha256 ", hash,
-                                               ") failed: the sandbox said: ", put->out, Diag(*put)));
+    co_return MissingMarker(*put, absl::DataLossError(absl::StrCat("uploading ", path, " (", bytes.size(),
+                                                                   " bytes, sha256 ", hash, ") failed: the sandbox said: ",
+                                                                   put->out, Diag(*put))));
   }
   if (o.installed) o.installed->insert(key);
   co_return absl::OkStatus();
@@ -294,9 +310,9 @@ asio::awaitable<absl::Status> ShellPlaceFile(const ShellRunner& run, std::string
       std::string_view());
   if (!put.ok()) co_return put.status();
   if (absl::StrContains(put->out, "tether-put-ok")) co_return absl::OkStatus();
-  co_return absl::DataLossError(absl::StrCat(who, "uploading ", path, " (", size, " bytes, sha256 ", sha256_hex,
-                                             ") failed: the sandbox said: ",
-                                             absl::CHexEscape(put->out.substr(0, 512)), Diag(*put)));
+  co_return MissingMarker(*put, absl::DataLossError(absl::StrCat(who, "uploading ", path, " (", size, " bytes, sha256 ",
+                                                                 sha256_hex, ") failed: the sandbox said: ",
+                                                                 absl::CHexEscape(put->out.substr(0, 512)), Diag(*put))));
 }
 
 }  // namespace tether

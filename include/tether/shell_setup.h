@@ -34,6 +34,11 @@ struct ScriptResult {
   std::string out;                 // its stdout (at most kMaxScriptOutput)
   std::string diag;                // the channel's stderr tail, for messages
   std::optional<int> exit_code;    // where the channel reports it
+  // Not OK when the answer did not end cleanly: the channel's read failed
+  // (a cut, or an answer lost after the script ran) after `out`. A caller
+  // that finds its marker line in `out` has its answer anyway; one that
+  // does not reports this (UNAVAILABLE), not a broken sandbox.
+  absl::Status cut;
 };
 
 // Runs `script` with sh in the sandbox, `input` on its stdin (then EOF).

@@ -10,6 +10,7 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -151,6 +152,102 @@ TEST_CASE("probe and upload work over any Transport::Exec") {
     ++files;
   }
   CHECK(files == 3);
+}
+
+// A channel that answers `said`, then fails its next read with `end`
+// (a stream cut, or an answer lost after the script ran), recording what
+// was written to it.
+class CutAnswerChannel final : public Channel {
+ public:
+  CutAnswerChannel(std::string said, absl::Status end) : said_(std::move(said)), end_(std::move(end)) {}
+  asio::awaitable<absl::StatusOr<std::size_t>> ReadSome(std::span<char> buf) override {
+    if (said_.empty()) {
+      if (end_.ok()) co_return std::size_t{0};  // (a clean end: EOF)
+      co_return end_;
+    }
+    const std::size_t n = std::min(buf.size(), said_.size());
+    std::memcpy(buf.data(), said_.data(), n);
+    said_.erase(0, n);
+    co_return n;
+  }
+  asio::awaitable<absl::Status> Write(std::string_view bytes) override {
+    written += bytes;
+    co_return absl::OkStatus();
+  }
+  void CloseWrite() override { eof = true; }
+  void Close() override { closed = true; }
+  std::string Diagnostics() const override { return "sh: cut"; }
+  std::string written;
+  bool eof = false, closed = false;
+
+ private:
+  std::string said_;
+  absl::Status end_;
+};
+
+TEST_CASE("a setup command whose answer is cut is a cut, not a broken sandbox") {
+  // Found by chaos.boxd: a binary upload whose Exec answer was lost
+  // (UNAVAILABLE after the script ran) read as an answer without
+  // "tether-put-ok", and the start failed as a corrupt upload (PROTOCOL)
+  // instead of the honest UNAVAILABLE that a retry or a check handles.
+  asio::io_context io;
+  const auto run_on = [&](CutAnswerChannel& c, std::string_view input) {
+    absl::StatusOr<ScriptResult> r = absl::UnknownError("not run");
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> { r = co_await RunScriptOn(c, input, nullptr); },
+                   [](std::exception_ptr e) { if (e) std::rethrow_exception(e); });
+    io.restart();
+    io.run();
+    return r;
+  };
+  // The answer is kept as far as it came, and the cut is said.
+  for (const std::string said : {std::string(), std::string("tether-pu")}) {
+    CutAnswerChannel c(said, absl::InternalError("boxd: Exec: Received RST_STREAM with error code 2"));
+    absl::StatusOr<ScriptResult> r = run_on(c, "input bytes");
+    CHECK(c.written == "input bytes");
+    CHECK(c.eof);
+    CHECK(c.closed);
+    REQUIRE(r.ok());
+    CHECK(r->out == said);
+    CHECK(absl::IsUnavailable(r->cut));
+    CHECK(std::string(r->cut.message()).find("RST_STREAM") != std::string::npos);
+  }
+  // A whole answer cut at its very end is still that answer (the marker came).
+  CutAnswerChannel whole("tether-put-ok\n", absl::UnavailableError("cut"));
+  absl::StatusOr<ScriptResult> r = run_on(whole, "");
+  REQUIRE(r.ok());
+  CHECK(r->out == "tether-put-ok\n");
+  CHECK_FALSE(r->cut.ok());
+  // An answer that ends cleanly is an answer, whatever it lacks.
+  CutAnswerChannel clean("tether-put-bad 00\n", absl::OkStatus());
+  r = run_on(clean, "");
+  REQUIRE(r.ok());
+  CHECK(r->cut.ok());
+  // Through the uploads: a cut answer without the marker is UNAVAILABLE;
+  // a clean one without it is still DATA_LOSS (a sandbox that answered
+  // wrong); a cut one with it is a success.
+  const auto put_through = [&](std::string said, absl::Status end, TunnelMode mode) {
+    ShellRunner run = [said, end](std::string, std::string_view input) -> asio::awaitable<absl::StatusOr<ScriptResult>> {
+      CutAnswerChannel c(said, end);
+      co_return co_await RunScriptOn(c, input, nullptr);
+    };
+    absl::Status st = absl::UnknownError("not run");
+    ShellUploadOptions o;
+    o.known_missing = true;
+    o.tunnel = mode;
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> { st = co_await ShellPutFile(run, "/x/bin/blob", "bytes", 0700, o); },
+                   [](std::exception_ptr e) { if (e) std::rethrow_exception(e); });
+    io.restart();
+    io.run();
+    return st;
+  };
+  for (TunnelMode mode : {TunnelMode::kBinary, TunnelMode::kText}) {
+    absl::Status lost = put_through("", absl::UnavailableError("emulated: the call took effect, its answer was lost"), mode);
+    CHECK(absl::IsUnavailable(lost));
+    CHECK(std::string(lost.message()).find("answer was lost") != std::string::npos);
+    CHECK(std::string(lost.message()).find("sh: cut") != std::string::npos);
+    CHECK(absl::IsDataLoss(put_through("tether-put-bad 00\n", absl::OkStatus(), mode)));
+    CHECK(put_through("tether-put-ok\n", absl::InternalError("RST_STREAM"), mode).ok());
+  }
 }
 
 TEST_CASE("a runner that reports a failed script makes probe fail with its diagnostics") {
